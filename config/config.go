@@ -1,0 +1,131 @@
+package config
+
+import "time"
+
+// Config is one loaded, validated configuration file. It is read-only once
+// Load returns: every consumer receives its own section by value.
+type Config struct {
+	// Project is the default GCP project for Pub/Sub and Bigtable.
+	Project         string        `mapstructure:"project"`
+	Log             Log           `mapstructure:"log"`
+	HTTP            HTTP          `mapstructure:"http"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	State           State         `mapstructure:"state"`
+	Pipelines       []Pipeline    `mapstructure:"pipelines"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug | info | warn | error
+	Format string `mapstructure:"format"` // json | console
+}
+
+// HTTP configures the metrics, health and status server.
+type HTTP struct {
+	Addr string `mapstructure:"addr"`
+}
+
+// State names the Bigtable table that holds dedupe records, watermarks and
+// filter snapshots.
+type State struct {
+	Instance string `mapstructure:"instance"`
+	Table    string `mapstructure:"table"`
+}
+
+// Mode values of Pipeline.Mode.
+const (
+	ModeExactlyOnce = "exactly_once"
+	ModeAtLeastOnce = "at_least_once"
+)
+
+// Pipeline is one subscription flowing into one sink.
+type Pipeline struct {
+	Name       string     `mapstructure:"name"`
+	Mode       string     `mapstructure:"mode"`
+	Source     Source     `mapstructure:"source"`
+	Dedupe     Dedupe     `mapstructure:"dedupe"`
+	Watermark  Watermark  `mapstructure:"watermark"`
+	Sink       Sink       `mapstructure:"sink"`
+	DeadLetter DeadLetter `mapstructure:"dead_letter"`
+}
+
+// Timestamp formats of Source.TimestampFormat.
+const (
+	TimestampAuto    = "auto"
+	TimestampRFC3339 = "rfc3339"
+	TimestampUnixS   = "unix_s"
+	TimestampUnixMS  = "unix_ms"
+	TimestampUnixUS  = "unix_us"
+	TimestampUnixNS  = "unix_ns"
+)
+
+// Source configures the Pub/Sub subscriber of one pipeline.
+type Source struct {
+	// Subscription and TrackingSubscription are short names in Config.Project
+	// or full names (projects/P/subscriptions/S).
+	Subscription           string   `mapstructure:"subscription"`
+	TrackingSubscription   string   `mapstructure:"tracking_subscription"`
+	IDAttribute            string   `mapstructure:"id_attribute"`
+	TimestampAttribute     string   `mapstructure:"timestamp_attribute"`
+	TimestampFormat        string   `mapstructure:"timestamp_format"`
+	Streams                int      `mapstructure:"streams"`
+	MaxOutstandingMessages int      `mapstructure:"max_outstanding_messages"`
+	MaxOutstandingBytes    ByteSize `mapstructure:"max_outstanding_bytes"` // 0: derived from the memory limit
+}
+
+// Dedupe configures the dedupe window of an exactly_once pipeline.
+type Dedupe struct {
+	Window time.Duration `mapstructure:"window"`
+}
+
+// Late-data policies of Watermark.LateData.
+const (
+	LateAccept     = "accept"
+	LateDeadLetter = "dead_letter"
+	LateDrop       = "drop"
+)
+
+// Watermark configures event-time tracking.
+type Watermark struct {
+	EstimationBand  time.Duration `mapstructure:"estimation_band"`
+	AllowedLateness time.Duration `mapstructure:"allowed_lateness"`
+	LateData        string        `mapstructure:"late_data"`
+}
+
+// Sink types of Sink.Type.
+const (
+	SinkBigtable = "bigtable"
+	SinkStdout   = "stdout"
+)
+
+// Cell timestamp sources of Sink.Timestamp.
+const (
+	CellTimeEvent   = "event_time"
+	CellTimePublish = "publish_time"
+)
+
+// Sink configures where committed rows go.
+type Sink struct {
+	Type         string            `mapstructure:"type"`
+	Instance     string            `mapstructure:"instance"`
+	Table        string            `mapstructure:"table"`
+	ColumnFamily string            `mapstructure:"column_family"`
+	RowKey       string            `mapstructure:"row_key"`
+	Columns      map[string]string `mapstructure:"columns"`
+	Timestamp    string            `mapstructure:"timestamp"`
+	Batch        Batch             `mapstructure:"batch"`
+}
+
+// Batch bounds one ApplyBulk call: it is sent when any bound is reached.
+type Batch struct {
+	MaxMessages int           `mapstructure:"max_messages"`
+	MaxBytes    ByteSize      `mapstructure:"max_bytes"`
+	MaxDelay    time.Duration `mapstructure:"max_delay"`
+}
+
+// DeadLetter names exactly one dead-letter output.
+type DeadLetter struct {
+	Topic         string `mapstructure:"topic"`
+	BigtableTable string `mapstructure:"bigtable_table"`
+	File          string `mapstructure:"file"`
+}
