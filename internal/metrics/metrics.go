@@ -1,0 +1,117 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Metrics holds every pubsink metric, registered in its own registry (no
+// global state: tests and the demo each get their own).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	received      *prometheus.CounterVec
+	committed     *prometheus.CounterVec
+	duplicate     *prometheus.CounterVec
+	deadLettered  *prometheus.CounterVec
+	late          *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
+	retried       *prometheus.CounterVec
+	inFlight      *prometheus.GaugeVec
+	watermark     *prometheus.GaugeVec
+	sinkWrite     *prometheus.HistogramVec
+	commitLatency *prometheus.HistogramVec
+	lookups       *prometheus.CounterVec
+}
+
+// latencyBuckets span a fast local write (1 ms) to a message that waited
+// out a long Bigtable outage (about 10 minutes).
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 15)
+
+// New creates the metrics and a registry holding them, the Go runtime's and
+// the process's.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pl := []string{"pipeline"}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		r.MustRegister(v)
+		return v
+	}
+	m := &Metrics{
+		Registry:     r,
+		received:     counter("pubsink_messages_received_total", "Messages delivered by the pipeline's subscription, redeliveries included.", pl...),
+		committed:    counter("pubsink_messages_committed_total", "Messages whose row was written to the sink and whose outcome was made durable.", pl...),
+		duplicate:    counter("pubsink_messages_duplicate_total", "Messages acked without a write because their dedupe key was already committed within the window.", pl...),
+		deadLettered: counter("pubsink_messages_dead_lettered_total", "Messages acked after their copy was confirmed by the dead-letter output, by reason.", "pipeline", "reason"),
+		late:         counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
+		dropped:      counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
+		retried:      counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
+		lookups:      counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
+	}
+	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
+	m.watermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_seconds", Help: "Event-time watermark of the pipeline, in seconds since the Unix epoch."}, pl)
+	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
+	m.commitLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_commit_latency_seconds", Help: "Time from a message's publication to its commit.", Buckets: latencyBuckets}, pl)
+	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency)
+	return m
+}
+
+// Pipeline is the metrics of one pipeline, with the label already bound so
+// that the hot path does no label lookups.
+type Pipeline struct {
+	Received      prometheus.Counter
+	Committed     prometheus.Counter
+	Duplicate     prometheus.Counter
+	Late          prometheus.Counter
+	Dropped       prometheus.Counter
+	Retried       prometheus.Counter
+	InFlight      prometheus.Gauge
+	Watermark     prometheus.Gauge
+	SinkWrite     prometheus.Observer
+	CommitLatency prometheus.Observer
+	Lookups       prometheus.Counter
+
+	deadLettered *prometheus.CounterVec
+}
+
+// Pipeline returns the metrics of the pipeline called name.
+func (m *Metrics) Pipeline(name string) *Pipeline {
+	return &Pipeline{
+		Received:      m.received.WithLabelValues(name),
+		Committed:     m.committed.WithLabelValues(name),
+		Duplicate:     m.duplicate.WithLabelValues(name),
+		Late:          m.late.WithLabelValues(name),
+		Dropped:       m.dropped.WithLabelValues(name),
+		Retried:       m.retried.WithLabelValues(name),
+		InFlight:      m.inFlight.WithLabelValues(name),
+		Watermark:     m.watermark.WithLabelValues(name),
+		SinkWrite:     m.sinkWrite.WithLabelValues(name),
+		CommitLatency: m.commitLatency.WithLabelValues(name),
+		Lookups:       m.lookups.WithLabelValues(name),
+		deadLettered:  m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
+	}
+}
+
+// DeadLettered is the counter of dead-lettered messages for one reason.
+func (p *Pipeline) DeadLettered(reason string) prometheus.Counter {
+	return p.deadLettered.WithLabelValues(reason)
+}
+
+// Value reads the current value of a counter or gauge, so that /status and
+// the demo report the same numbers as /metrics.
+func Value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		return 0
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	return 0
+}

@@ -1,0 +1,128 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsink/pubsink/config"
+)
+
+// Handler decides the fate of one message. It is called concurrently, once
+// per delivery, and blocks until the message's outcome is durable (or known
+// to have failed). It returns true to ack, false to nack. ctx is the work
+// context given to Run: it outlives the end of receiving, so that in-flight
+// messages can still commit during a graceful stop.
+type Handler func(ctx context.Context, m *Message) (ack bool)
+
+// Source runs the subscriber of one subscription.
+type Source struct {
+	client       *pubsub.Client
+	log          *zap.Logger
+	subscription string // full name: projects/P/subscriptions/S
+	settings     pubsub.ReceiveSettings
+
+	receiving atomic.Bool
+}
+
+// New returns a Source for subscription (a full name) with the flow control
+// of cfg. maxBytes is the resolved max_outstanding_bytes (see
+// DefaultMaxOutstandingBytes); it is passed apart from cfg because its
+// default depends on the process, not on the file.
+func New(client *pubsub.Client, log *zap.Logger, subscription string, cfg config.Source, maxBytes int64) *Source {
+	s := pubsub.DefaultReceiveSettings
+	s.NumGoroutines = cfg.Streams
+	s.MaxOutstandingMessages = cfg.MaxOutstandingMessages
+	s.MaxOutstandingBytes = int(maxBytes)
+	// Lease extension stays on (MaxExtension from the defaults): a message
+	// waiting in a batch or in a retry must not be redelivered meanwhile.
+	// Flow control per stream would multiply the limits by the number of
+	// streams; the budget is for the whole subscriber.
+	s.EnablePerStreamFlowControl = false
+	// ShutdownOptions stays nil: Receive waits for every handler to return
+	// and for its ack or nack to be sent. The handler itself is bounded by
+	// the work context, which the caller cancels after shutdown_timeout.
+	return &Source{
+		client:       client,
+		log:          log.Named("source").With(zap.String("subscription", subscription)),
+		subscription: subscription,
+		settings:     s,
+	}
+}
+
+// Subscription returns the full name of the subscription.
+func (s *Source) Subscription() string { return s.subscription }
+
+// Check verifies that the subscription exists and returns the full name of
+// the topic it is attached to.
+func (s *Source) Check(ctx context.Context) (topic string, err error) {
+	return SubscriptionTopic(ctx, s.client, s.subscription)
+}
+
+// SubscriptionTopic returns the topic of the subscription named sub (a full
+// name), with an error that says what to do when it does not exist.
+func SubscriptionTopic(ctx context.Context, client *pubsub.Client, sub string) (string, error) {
+	got, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	if status.Code(err) == codes.NotFound {
+		return "", fmt.Errorf("subscription %s does not exist (create it, or run `pubsink setup`)", sub)
+	}
+	if err != nil {
+		return "", fmt.Errorf("get subscription %s: %w", sub, err)
+	}
+	return got.Topic, nil
+}
+
+// Receiving reports whether Run is pulling messages.
+func (s *Source) Receiving() bool { return s.receiving.Load() }
+
+// Run pulls messages and hands each to h until receiveCtx ends, then waits
+// for every handler to return and its ack or nack to be sent, and returns
+// nil. Handlers get workCtx; cancelling it (after the shutdown timeout)
+// makes them give up and nack. Run returns an error when the service fails
+// permanently (for example the subscription was deleted). Run must not be
+// called twice at once.
+func (s *Source) Run(receiveCtx, workCtx context.Context, h Handler) error {
+	sub := s.client.Subscriber(s.subscription)
+	sub.ReceiveSettings = s.settings
+	s.receiving.Store(true)
+	defer s.receiving.Store(false)
+	s.log.Info("receiving",
+		zap.Int("streams", s.settings.NumGoroutines),
+		zap.Int("max_outstanding_messages", s.settings.MaxOutstandingMessages),
+		zap.Int("max_outstanding_bytes", s.settings.MaxOutstandingBytes))
+
+	err := sub.Receive(receiveCtx, func(_ context.Context, pm *pubsub.Message) {
+		// The callback's own context ends with receiveCtx; the outcome of a
+		// message already received must not be cut short by that.
+		m := Message{
+			ID:          pm.ID,
+			Data:        pm.Data,
+			Attributes:  pm.Attributes,
+			PublishTime: pm.PublishTime,
+			OrderingKey: pm.OrderingKey,
+			ReceivedAt:  time.Now(),
+		}
+		if pm.DeliveryAttempt != nil {
+			m.DeliveryAttempt = *pm.DeliveryAttempt
+		}
+		// Ack and nack happen here, inside the callback: the client's flow
+		// control counts a message as outstanding until the callback returns.
+		if h(workCtx, &m) {
+			pm.Ack()
+		} else {
+			pm.Nack()
+		}
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("receive from %s: %w", s.subscription, err)
+	}
+	return nil
+}
