@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Probes are what the server asks of the running process.
+type Probes struct {
+	// Ready returns nil when every pipeline is receiving and its sink is
+	// reachable. It gets a context bounded by readyTimeout.
+	Ready func(ctx context.Context) error
+	// Status returns the JSON-encodable state of every pipeline.
+	Status func() any
+}
+
+// readyTimeout bounds one readiness check: a probe that hangs is a probe
+// that failed, and Kubernetes' default probe timeout is 1 s.
+const readyTimeout = 900 * time.Millisecond
+
+// Server serves /metrics, /healthz, /readyz and /status.
+type Server struct {
+	log *zap.Logger
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen binds addr (":8080", "127.0.0.1:0") and returns a server ready to
+// Serve. Binding first lets the caller fail fast on a taken port and learn
+// the port picked for ":0".
+func Listen(log *zap.Logger, addr string, reg *prometheus.Registry, probes Probes) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := probes.Ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(probes.Status())
+	})
+	return &Server{
+		log: log.Named("http"),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		ln:  ln,
+	}, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve serves until Shutdown; it returns nil after a Shutdown.
+func (s *Server) Serve() error {
+	s.log.Info("serving", zap.String("addr", s.Addr()))
+	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops the server as http.Server.Shutdown does.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
