@@ -1,0 +1,52 @@
+package state
+
+import (
+	"time"
+
+	"cloud.google.com/go/bigtable"
+)
+
+// Column families of the state table (state.table).
+const (
+	// FamilyDedupe holds the dedupe catalog: one row per committed key, the
+	// commit time as the cell timestamp. Rows older than the longest dedupe
+	// window are garbage, collected by the family's max-age rule.
+	FamilyDedupe = "k"
+	// FamilyMeta holds one-value records such as the watermark
+	// (row watermark#PIPELINE, column m:watermark).
+	FamilyMeta = "m"
+	// FamilySnapshot holds periodic snapshots of the dedupe filters.
+	FamilySnapshot = "s"
+)
+
+// dedupeGCMargin is added to the longest dedupe window in the catalog's
+// max-age rule: Bigtable collects garbage lazily (up to a week), and reads
+// ignore records older than the window anyway, so the margin only guards
+// against a window lengthened in the config after setup ran.
+const dedupeGCMargin = time.Hour
+
+// Family is a column family and its garbage-collection rule.
+type Family struct {
+	Name string
+	GC   bigtable.GCPolicy
+}
+
+// Families returns the families of the state table for a longest dedupe
+// window of maxWindow.
+func Families(maxWindow time.Duration) []Family {
+	return []Family{
+		{FamilyDedupe, bigtable.MaxAgePolicy(maxWindow + dedupeGCMargin)},
+		{FamilyMeta, bigtable.MaxVersionsPolicy(1)},
+		{FamilySnapshot, bigtable.MaxVersionsPolicy(1)},
+	}
+}
+
+// WatermarkRow is the row key of a pipeline's stored watermark.
+func WatermarkRow(pipeline string) string { return "watermark#" + pipeline }
+
+// WatermarkColumn is the qualifier of the watermark in FamilyMeta. The value
+// is RFC 3339 UTC with milliseconds (WatermarkFormat).
+const WatermarkColumn = "watermark"
+
+// WatermarkFormat is the layout of a stored watermark.
+const WatermarkFormat = "2006-01-02T15:04:05.000Z07:00"

@@ -1,0 +1,147 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/sinks"
+	"github.com/pubsink/pubsink/source"
+	"github.com/pubsink/pubsink/template"
+	"github.com/pubsink/pubsink/watermark"
+)
+
+// record is what decoding makes of one message.
+type record struct {
+	eventTime time.Time
+	key       string // dedupe key
+	row       sinks.Row
+}
+
+// decoder turns a message into a record: event time, dedupe key, row. It is
+// compiled once per pipeline and safe for concurrent use.
+type decoder struct {
+	eventTime   *watermark.EventTime
+	idAttribute string
+	rowKey      *template.Template
+	columns     []column
+	cellTime    string // config.CellTimeEvent or config.CellTimePublish
+	limits      sinks.Limits
+}
+
+type column struct {
+	name string
+	tmpl *template.Template
+}
+
+func newDecoder(cfg config.Pipeline, limits sinks.Limits) (*decoder, error) {
+	et, err := watermark.NewEventTime(cfg.Source.TimestampAttribute, cfg.Source.TimestampFormat)
+	if err != nil {
+		return nil, fmt.Errorf("source.timestamp_format: %w", err)
+	}
+	rowKey, err := template.Compile(cfg.Sink.RowKey)
+	if err != nil {
+		return nil, fmt.Errorf("sink.row_key: %w", err)
+	}
+	d := &decoder{
+		eventTime:   et,
+		idAttribute: cfg.Source.IDAttribute,
+		rowKey:      rowKey,
+		cellTime:    cfg.Sink.Timestamp,
+		limits:      limits,
+	}
+	names := make([]string, 0, len(cfg.Sink.Columns))
+	for name := range cfg.Sink.Columns {
+		names = append(names, name)
+	}
+	sort.Strings(names) // a stable cell order makes rows comparable in tests and logs
+	for _, name := range names {
+		t, err := template.Compile(cfg.Sink.Columns[name])
+		if err != nil {
+			return nil, fmt.Errorf("sink.columns.%s: %w", name, err)
+		}
+		d.columns = append(d.columns, column{name: name, tmpl: t})
+	}
+	return d, nil
+}
+
+// badInput is a message that can never be written as it is.
+type badInput struct {
+	reason deadletter.Reason
+	err    error
+}
+
+func (b *badInput) Error() string { return string(b.reason) + ": " + b.err.Error() }
+func (b *badInput) Unwrap() error { return b.err }
+
+// decode fills r from m. A returned error is always a *badInput.
+func (d *decoder) decode(m *source.Message, r *record) error {
+	et, err := d.eventTime.Of(m.Attributes, m.PublishTime)
+	if err != nil {
+		return &badInput{deadletter.BadEventTime, err}
+	}
+	r.eventTime = et
+
+	r.key = m.ID
+	if d.idAttribute != "" {
+		k, ok := m.Attributes[d.idAttribute]
+		if !ok || k == "" {
+			return &badInput{deadletter.MissingField, fmt.Errorf("dedupe attribute %q is missing or empty", d.idAttribute)}
+		}
+		r.key = k
+	}
+
+	in := template.Input{
+		MessageID:   m.ID,
+		PublishTime: m.PublishTime,
+		EventTime:   et,
+		Attributes:  m.Attributes,
+		Data:        m.Data,
+	}
+	key, err := d.rowKey.AppendTo(nil, &in)
+	if err != nil {
+		return templateError("row_key", err)
+	}
+	if len(key) == 0 {
+		return &badInput{deadletter.MissingField, errors.New("row_key rendered empty")}
+	}
+	if d.limits.MaxKeyBytes > 0 && len(key) > d.limits.MaxKeyBytes {
+		return &badInput{deadletter.TooLarge, fmt.Errorf("row key is %d bytes, the sink accepts at most %d", len(key), d.limits.MaxKeyBytes)}
+	}
+	r.row.Key = string(key)
+
+	r.row.Cells = make([]sinks.Cell, len(d.columns))
+	size := len(key)
+	for i, c := range d.columns {
+		v, err := c.tmpl.AppendTo(nil, &in)
+		if err != nil {
+			return templateError("columns."+c.name, err)
+		}
+		if d.limits.MaxCellBytes > 0 && len(v) > d.limits.MaxCellBytes {
+			return &badInput{deadletter.TooLarge, fmt.Errorf("column %s is %d bytes, the sink accepts at most %d", c.name, len(v), d.limits.MaxCellBytes)}
+		}
+		size += len(c.name) + len(v)
+		r.row.Cells[i] = sinks.Cell{Column: c.name, Value: v}
+	}
+	if d.limits.MaxRowBytes > 0 && size > d.limits.MaxRowBytes {
+		return &badInput{deadletter.TooLarge, fmt.Errorf("row is %d bytes, the sink accepts at most %d", size, d.limits.MaxRowBytes)}
+	}
+
+	r.row.Timestamp = et
+	if d.cellTime == config.CellTimePublish {
+		r.row.Timestamp = m.PublishTime
+	}
+	return nil
+}
+
+// templateError maps a template failure to its dead-letter reason.
+func templateError(where string, err error) error {
+	reason := deadletter.MissingField
+	if errors.Is(err, template.ErrInvalidPayload) {
+		reason = deadletter.InvalidPayload
+	}
+	return &badInput{reason, fmt.Errorf("%s: %w", where, err)}
+}

@@ -1,0 +1,224 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/sinks"
+	"github.com/pubsink/pubsink/source"
+)
+
+// Deps are the parts a Pipeline is wired from. Sink and Metrics are
+// required; Dedupe, Tracker and DeadLetter may be nil (at_least_once mode,
+// no tracking subscription, no dead-letter output).
+type Deps struct {
+	// Source delivers the messages; Run needs it, Handle does not.
+	Source     *source.Source
+	Sink       sinks.Sink
+	Limits     sinks.Limits
+	Dedupe     Deduper
+	Tracker    Tracker
+	DeadLetter DeadLetter
+	Metrics    *metrics.Pipeline
+	// Retry is the backoff of transient failures; zero means retry.Default.
+	Retry retry.Policy
+}
+
+// Pipeline processes the messages of one subscription: decode, dedupe,
+// write, finish. Its Handle method is the source's handler.
+type Pipeline struct {
+	name     string
+	cfg      config.Pipeline
+	log      *zap.Logger
+	decoder  *decoder
+	deps     Deps
+	retry    retry.Policy
+	inFlight *inFlight
+}
+
+// New wires a pipeline. It compiles the templates; it does no I/O.
+func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
+	if deps.Sink == nil || deps.Metrics == nil {
+		return nil, errors.New("pipeline: Sink and Metrics are required")
+	}
+	d, err := newDecoder(cfg, deps.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: %w", cfg.Name, err)
+	}
+	p := &Pipeline{
+		name:     cfg.Name,
+		cfg:      cfg,
+		log:      log.Named("pipeline").With(zap.String("pipeline", cfg.Name)),
+		decoder:  d,
+		deps:     deps,
+		retry:    deps.Retry,
+		inFlight: newInFlight(),
+	}
+	if p.retry == (retry.Policy{}) {
+		p.retry = retry.Default
+	}
+	for _, r := range deadletter.Reasons {
+		deps.Metrics.DeadLettered(string(r)) // export every reason at 0, so that rate() works from the start
+	}
+	return p, nil
+}
+
+// Name is the pipeline's name.
+func (p *Pipeline) Name() string { return p.name }
+
+// Handle processes one delivery and returns whether to ack it. It blocks
+// until the outcome is durable, or until ctx ends (then it returns false:
+// nack, and Pub/Sub redelivers). It is safe for concurrent use and has the
+// signature of a source.Handler.
+func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
+	p.deps.Metrics.Received.Inc()
+	p.deps.Metrics.InFlight.Inc()
+	slot := p.inFlight.add(m.PublishTime)
+	var r record
+	out := p.process(ctx, m, &r)
+	p.inFlight.remove(slot)
+	p.deps.Metrics.InFlight.Dec()
+	p.finish(m, &r, out)
+	return out.Ack()
+}
+
+// process runs the stages in order: decode, late check, dedupe, write,
+// commit. Each stage either passes the message on or ends it in an outcome.
+func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Outcome {
+	if err := p.decoder.decode(m, r); err != nil {
+		var bad *badInput
+		errors.As(err, &bad)
+		return p.deadLetter(ctx, m, bad.reason, bad.err)
+	}
+
+	if p.isLate(r.eventTime) {
+		p.deps.Metrics.Late.Inc()
+		switch p.cfg.Watermark.LateData {
+		case config.LateDrop:
+			return Dropped
+		case config.LateDeadLetter:
+			return p.deadLetter(ctx, m, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+
+	var claim Claim
+	if p.deps.Dedupe != nil {
+		var dup bool
+		err := p.retry.Do(ctx, transient(ctx), func() (err error) {
+			claim, dup, err = p.deps.Dedupe.Claim(ctx, r.key)
+			return err
+		}, p.logRetry(m, "dedupe lookup"))
+		if err != nil {
+			return Retry
+		}
+		if dup {
+			return Duplicate
+		}
+	}
+
+	err := p.retry.Do(ctx, transient(ctx), func() error {
+		return p.deps.Sink.Write(ctx, &r.row)
+	}, p.logRetry(m, "sink write"))
+	if err != nil {
+		if claim != nil {
+			claim.Release()
+		}
+		if sinks.IsRejected(err) {
+			return p.deadLetter(ctx, m, deadletter.SinkRejected, err)
+		}
+		return Retry
+	}
+
+	if claim != nil {
+		// The row is durable; now the key. If recording it fails for good,
+		// the message is redelivered and rewrites the same cells: harmless.
+		err := p.retry.Do(ctx, transient(ctx), func() error {
+			return claim.Commit(ctx)
+		}, p.logRetry(m, "dedupe commit"))
+		if err != nil {
+			return Retry
+		}
+	}
+	return Committed
+}
+
+// isLate reports whether an event time is behind the watermark by more than
+// the allowed lateness.
+func (p *Pipeline) isLate(eventTime time.Time) bool {
+	if p.deps.Tracker == nil {
+		return false
+	}
+	wm := p.deps.Tracker.Watermark()
+	return !wm.IsZero() && eventTime.Before(wm.Add(-p.cfg.Watermark.AllowedLateness))
+}
+
+// deadLetter sends m to the dead-letter output, retrying transient failures
+// of the output until ctx ends. Without an output, or if it keeps failing,
+// the message is nacked: it is never acked without a confirmed copy.
+func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, reason deadletter.Reason, cause error) Outcome {
+	if p.deps.DeadLetter == nil {
+		p.log.Error("message cannot be written and no dead_letter output is configured; nacking it",
+			zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
+		return Retry
+	}
+	err := p.retry.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
+		return p.deps.DeadLetter.Send(ctx, m, reason, cause)
+	}, p.logRetry(m, "dead-letter send"))
+	if err != nil {
+		return Retry
+	}
+	p.deps.Metrics.DeadLettered(string(reason)).Inc()
+	p.log.Warn("dead-lettered", zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
+	return DeadLettered
+}
+
+// finish accounts for the outcome: metrics and the watermark tracker.
+func (p *Pipeline) finish(m *source.Message, r *record, out Outcome) {
+	mt := p.deps.Metrics
+	switch out {
+	case Retry:
+		mt.Retried.Inc()
+		return // not finished: it comes back
+	case Committed:
+		mt.Committed.Inc()
+		mt.CommitLatency.Observe(time.Since(m.PublishTime).Seconds())
+	case Duplicate:
+		mt.Duplicate.Inc()
+	case Dropped:
+		mt.Dropped.Inc()
+	}
+	if p.deps.Tracker != nil {
+		et := r.eventTime
+		if et.IsZero() { // bad event time: the publish time stands in
+			et = m.PublishTime
+		}
+		p.deps.Tracker.Finished(m, et)
+	}
+}
+
+// transient says which errors of a stage are worth retrying: all but a
+// sink's rejection, while ctx lasts.
+func transient(ctx context.Context) func(error) bool {
+	return func(err error) bool {
+		return ctx.Err() == nil && !sinks.IsRejected(err)
+	}
+}
+
+// logRetry logs the first retry of a stage and every tenth after it, so an
+// outage is visible without one line per message per attempt.
+func (p *Pipeline) logRetry(m *source.Message, stage string) func(int, error) {
+	return func(attempt int, err error) {
+		if attempt == 1 || attempt%10 == 0 {
+			p.log.Warn("transient failure, retrying", zap.String("stage", stage),
+				zap.String("message_id", m.ID), zap.Int("attempt", attempt), zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,393 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/sinks"
+	"github.com/pubsink/pubsink/source"
+)
+
+// fakeSink records rows; fail, if set, decides each write's error.
+type fakeSink struct {
+	mu   sync.Mutex
+	rows map[string]sinks.Row
+	n    int
+	fail func(n int, row *sinks.Row) error
+}
+
+func (s *fakeSink) Write(_ context.Context, row *sinks.Row) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if s.fail != nil {
+		if err := s.fail(s.n, row); err != nil {
+			return err
+		}
+	}
+	if s.rows == nil {
+		s.rows = map[string]sinks.Row{}
+	}
+	s.rows[row.Key] = *row
+	return nil
+}
+
+func (s *fakeSink) Close(context.Context) error { return nil }
+
+type sent struct {
+	id     string
+	reason deadletter.Reason
+}
+
+type fakeDeadLetter struct {
+	mu   sync.Mutex
+	sent []sent
+	err  error
+}
+
+func (d *fakeDeadLetter) Send(_ context.Context, m *source.Message, reason deadletter.Reason, _ error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return d.err
+	}
+	d.sent = append(d.sent, sent{m.ID, reason})
+	return nil
+}
+
+// fakeDedupe keeps committed keys in a map.
+type fakeDedupe struct {
+	mu        sync.Mutex
+	committed map[string]bool
+	released  int
+}
+
+func (d *fakeDedupe) Claim(_ context.Context, key string) (Claim, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.committed[key] {
+		return nil, true, nil
+	}
+	return &fakeClaim{d, key}, false, nil
+}
+
+type fakeClaim struct {
+	d   *fakeDedupe
+	key string
+}
+
+func (c *fakeClaim) Commit(context.Context) error {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	if c.d.committed == nil {
+		c.d.committed = map[string]bool{}
+	}
+	c.d.committed[c.key] = true
+	return nil
+}
+
+func (c *fakeClaim) Release() { c.d.mu.Lock(); c.d.released++; c.d.mu.Unlock() }
+
+type fakeTracker struct {
+	wm       time.Time
+	mu       sync.Mutex
+	finished []string
+}
+
+func (t *fakeTracker) Watermark() time.Time { return t.wm }
+func (t *fakeTracker) Finished(m *source.Message, _ time.Time) {
+	t.mu.Lock()
+	t.finished = append(t.finished, m.ID)
+	t.mu.Unlock()
+}
+
+var fastRetry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+
+func testConfig() config.Pipeline {
+	return config.Pipeline{
+		Name: "orders",
+		Mode: config.ModeExactlyOnce,
+		Source: config.Source{
+			IDAttribute:        "order_id",
+			TimestampAttribute: "event_ts",
+			TimestampFormat:    config.TimestampAuto,
+		},
+		Watermark: config.Watermark{LateData: config.LateAccept},
+		Sink: config.Sink{
+			RowKey:    "{attributes.customer_id}#{attributes.order_id}",
+			Columns:   map[string]string{"data": "{data}", "amount": "{data.amount}"},
+			Timestamp: config.CellTimeEvent,
+		},
+	}
+}
+
+func newTestPipeline(t *testing.T, cfg config.Pipeline, deps Deps) (*Pipeline, *metrics.Pipeline) {
+	t.Helper()
+	deps.Metrics = metrics.New().Pipeline(cfg.Name)
+	deps.Retry = fastRetry
+	p, err := New(zap.NewNop(), cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, deps.Metrics
+}
+
+var eventTime = time.Date(2026, 5, 6, 7, 8, 9, 123_000_000, time.UTC)
+
+func order(id, customer, data string) *source.Message {
+	return &source.Message{
+		ID:          "m-" + id,
+		Data:        []byte(data),
+		Attributes:  map[string]string{"order_id": id, "customer_id": customer, "event_ts": "1778051289123"},
+		PublishTime: eventTime.Add(time.Second),
+	}
+}
+
+func TestCommittedRowHasTemplatedKeyCellsAndEventTime(t *testing.T) {
+	sink := &fakeSink{}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: sink, Dedupe: &fakeDedupe{}})
+	if !p.Handle(context.Background(), order("o1", "c9", `{"amount": 12.5}`)) {
+		t.Fatal("Handle returned nack for a good message")
+	}
+	row, ok := sink.rows["c9#o1"]
+	if !ok {
+		t.Fatalf("row c9#o1 not written; rows: %v", sink.rows)
+	}
+	if !row.Timestamp.Equal(eventTime) {
+		t.Errorf("timestamp %v, want the event time %v", row.Timestamp, eventTime)
+	}
+	cells := map[string]string{}
+	for _, c := range row.Cells {
+		cells[c.Column] = string(c.Value)
+	}
+	if cells["amount"] != "12.5" || cells["data"] != `{"amount": 12.5}` {
+		t.Errorf("cells %v", cells)
+	}
+	if got := metrics.Value(m.Committed); got != 1 {
+		t.Errorf("committed = %v, want 1", got)
+	}
+}
+
+func TestDuplicateIsAckedWithoutWrite(t *testing.T) {
+	sink := &fakeSink{}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: sink, Dedupe: &fakeDedupe{}})
+	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
+	dup := order("o1", "c9", `{"amount": 2}`)
+	dup.ID = "m-other"
+	if !p.Handle(context.Background(), dup) {
+		t.Fatal("a duplicate must be acked")
+	}
+	if sink.n != 1 || string(sink.rows["c9#o1"].Cells[0].Value) != "1" {
+		t.Errorf("writes = %d, row %v: the first payload must stay", sink.n, sink.rows["c9#o1"])
+	}
+	if got := metrics.Value(m.Duplicate); got != 1 {
+		t.Errorf("duplicate = %v, want 1", got)
+	}
+}
+
+func TestTransientSinkErrorsAreRetriedNeverDeadLettered(t *testing.T) {
+	sink := &fakeSink{fail: func(n int, _ *sinks.Row) error {
+		if n <= 5 {
+			return status.Error(codes.Unavailable, "tablet server restarting")
+		}
+		return nil
+	}}
+	dl := &fakeDeadLetter{}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: sink, DeadLetter: dl})
+	if !p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("want ack once the sink recovers")
+	}
+	if sink.n != 6 || len(sink.rows) != 1 || len(dl.sent) != 0 {
+		t.Errorf("writes=%d rows=%d dead-lettered=%d; want 6 1 0", sink.n, len(sink.rows), len(dl.sent))
+	}
+}
+
+func TestTransientErrorUntilShutdownNacks(t *testing.T) {
+	sink := &fakeSink{fail: func(int, *sinks.Row) error { return status.Error(codes.Unavailable, "down") }}
+	dedupe := &fakeDedupe{}
+	dl := &fakeDeadLetter{}
+	tracker := &fakeTracker{}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: sink, Dedupe: dedupe, DeadLetter: dl, Tracker: tracker})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if p.Handle(ctx, order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("want nack when the work context ends during an outage")
+	}
+	if len(dl.sent) != 0 || dedupe.released != 1 || len(dedupe.committed) != 0 {
+		t.Errorf("dead-lettered=%d released=%d committed=%d; want 0 1 0", len(dl.sent), dedupe.released, len(dedupe.committed))
+	}
+	if len(tracker.finished) != 0 {
+		t.Errorf("a nacked message is not finished; tracker got %v", tracker.finished)
+	}
+	if got := metrics.Value(m.Retried); got != 1 {
+		t.Errorf("retried = %v, want 1", got)
+	}
+}
+
+func TestRejectedRowIsDeadLettered(t *testing.T) {
+	sink := &fakeSink{fail: func(int, *sinks.Row) error {
+		return &sinks.RejectedError{Err: status.Error(codes.InvalidArgument, "family not found")}
+	}}
+	dl := &fakeDeadLetter{}
+	dedupe := &fakeDedupe{}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: sink, DeadLetter: dl, Dedupe: dedupe})
+	if !p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("want ack after the dead-letter copy")
+	}
+	if len(dl.sent) != 1 || dl.sent[0].reason != deadletter.SinkRejected {
+		t.Fatalf("dead letters %v, want one sink_rejected", dl.sent)
+	}
+	if sink.n != 1 || dedupe.released != 1 {
+		t.Errorf("writes=%d released=%d; a rejection is not retried here and frees the key", sink.n, dedupe.released)
+	}
+	if got := metrics.Value(m.DeadLettered("sink_rejected")); got != 1 {
+		t.Errorf("dead_lettered{sink_rejected} = %v, want 1", got)
+	}
+}
+
+func TestBadInputGoesToDeadLetterWithItsReason(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(m *source.Message)
+		reason deadletter.Reason
+	}{
+		{"unparsable event time", func(m *source.Message) { m.Attributes["event_ts"] = "noon" }, deadletter.BadEventTime},
+		{"missing event time", func(m *source.Message) { delete(m.Attributes, "event_ts") }, deadletter.BadEventTime},
+		{"missing dedupe attribute", func(m *source.Message) { delete(m.Attributes, "order_id") }, deadletter.MissingField},
+		{"missing row-key attribute", func(m *source.Message) { delete(m.Attributes, "customer_id") }, deadletter.MissingField},
+		{"payload not JSON", func(m *source.Message) { m.Data = []byte("amount=1") }, deadletter.InvalidPayload},
+		{"missing JSON field", func(m *source.Message) { m.Data = []byte(`{"total": 1}`) }, deadletter.MissingField},
+		{"row key too large", func(m *source.Message) { m.Attributes["customer_id"] = string(make([]byte, 5000)) }, deadletter.TooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sink := &fakeSink{}
+			dl := &fakeDeadLetter{}
+			p, _ := newTestPipeline(t, testConfig(), Deps{Sink: sink, DeadLetter: dl, Limits: sinks.Limits{MaxKeyBytes: 4096}})
+			m := order("o1", "c9", `{"amount": 1}`)
+			c.mutate(m)
+			if !p.Handle(context.Background(), m) {
+				t.Fatal("want ack after the dead-letter copy")
+			}
+			if len(dl.sent) != 1 || dl.sent[0].reason != c.reason {
+				t.Fatalf("dead letters %v, want one %s", dl.sent, c.reason)
+			}
+			if sink.n != 0 {
+				t.Fatalf("bad input reached the sink")
+			}
+		})
+	}
+}
+
+func TestFailingDeadLetterOutputNacks(t *testing.T) {
+	dl := &fakeDeadLetter{err: status.Error(codes.Unavailable, "dead-letter topic unreachable")}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}, DeadLetter: dl})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	m := order("o1", "c9", "not json")
+	if p.Handle(ctx, m) {
+		t.Fatal("a message whose dead-letter copy was not confirmed must be nacked")
+	}
+}
+
+func TestWithoutDeadLetterOutputBadInputIsNacked(t *testing.T) {
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}})
+	if p.Handle(context.Background(), order("o1", "c9", "not json")) {
+		t.Fatal("bad input with no dead-letter output must be nacked, never acked")
+	}
+}
+
+func TestLateDataPolicies(t *testing.T) {
+	for _, c := range []struct {
+		policy  string
+		ack     bool
+		written bool
+		dl      bool
+	}{
+		{config.LateAccept, true, true, false},
+		{config.LateDeadLetter, true, false, true},
+		{config.LateDrop, true, false, false},
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Watermark.LateData = c.policy
+			cfg.Watermark.AllowedLateness = time.Minute
+			sink, dl := &fakeSink{}, &fakeDeadLetter{}
+			tracker := &fakeTracker{wm: eventTime.Add(time.Minute + time.Millisecond)}
+			p, m := newTestPipeline(t, cfg, Deps{Sink: sink, DeadLetter: dl, Tracker: tracker})
+			if got := p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`)); got != c.ack {
+				t.Fatalf("ack = %v, want %v", got, c.ack)
+			}
+			if (len(sink.rows) == 1) != c.written || (len(dl.sent) == 1) != c.dl {
+				t.Fatalf("written=%d dead-lettered=%v", len(sink.rows), dl.sent)
+			}
+			if metrics.Value(m.Late) != 1 || len(tracker.finished) != 1 {
+				t.Fatalf("late=%v finished=%v, want 1 and the message", metrics.Value(m.Late), tracker.finished)
+			}
+		})
+	}
+}
+
+func TestOnTimeWithinAllowedLatenessIsNotLate(t *testing.T) {
+	cfg := testConfig()
+	cfg.Watermark.LateData = config.LateDrop
+	cfg.Watermark.AllowedLateness = time.Minute
+	sink := &fakeSink{}
+	tracker := &fakeTracker{wm: eventTime.Add(time.Minute)}
+	p, m := newTestPipeline(t, cfg, Deps{Sink: sink, Tracker: tracker})
+	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
+	if len(sink.rows) != 1 || metrics.Value(m.Late) != 0 {
+		t.Fatalf("an event exactly at watermark - allowed_lateness is on time")
+	}
+}
+
+func TestPublishTimeCellTimestamp(t *testing.T) {
+	cfg := testConfig()
+	cfg.Sink.Timestamp = config.CellTimePublish
+	sink := &fakeSink{}
+	p, _ := newTestPipeline(t, cfg, Deps{Sink: sink})
+	m := order("o1", "c9", `{"amount": 1}`)
+	p.Handle(context.Background(), m)
+	if got := sink.rows["c9#o1"].Timestamp; !got.Equal(m.PublishTime) {
+		t.Fatalf("timestamp %v, want the publish time %v", got, m.PublishTime)
+	}
+}
+
+func TestStatusAgreesWithMetrics(t *testing.T) {
+	dl := &fakeDeadLetter{}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}, DeadLetter: dl, Dedupe: &fakeDedupe{}})
+	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
+	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
+	p.Handle(context.Background(), order("o2", "c9", `nope`))
+	st := p.Status()
+	if st.Received != 3 || st.Committed != 1 || st.Duplicate != 1 || st.DeadLettered["invalid_payload"] != 1 || st.InFlight != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	if st.OldestInFlight != nil {
+		t.Fatalf("nothing is in flight, status says %v", st.OldestInFlight)
+	}
+}
+
+func TestNewRejectsBadTemplates(t *testing.T) {
+	cfg := testConfig()
+	cfg.Sink.RowKey = "{atributes.x}"
+	_, err := New(zap.NewNop(), cfg, Deps{Sink: &fakeSink{}, Metrics: metrics.New().Pipeline("x")})
+	if err == nil {
+		t.Fatal("want an error for an unknown placeholder")
+	}
+	var dummy *badInput
+	if errors.As(err, &dummy) {
+		t.Fatal("a config error is not bad input")
+	}
+}

@@ -1,0 +1,70 @@
+package pipeline
+
+import (
+	"time"
+
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/internal/metrics"
+)
+
+// Status is the state of one pipeline as /status shows it.
+type Status struct {
+	Name      string `json:"name"`
+	Mode      string `json:"mode"`
+	Receiving bool   `json:"receiving"`
+
+	Received     int64            `json:"received"`
+	Committed    int64            `json:"committed"`
+	Duplicate    int64            `json:"duplicate"`
+	DeadLettered map[string]int64 `json:"dead_lettered"`
+	Late         int64            `json:"late"`
+	Dropped      int64            `json:"dropped"`
+	Retried      int64            `json:"retried"`
+	InFlight     int64            `json:"in_flight"`
+
+	// OldestInFlight is the oldest publish time (to the second) among the
+	// messages being processed.
+	OldestInFlight *time.Time `json:"oldest_in_flight_publish_time,omitempty"`
+	// Watermark and its lag behind now, when the pipeline tracks one.
+	Watermark           *time.Time `json:"watermark,omitempty"`
+	WatermarkLagSeconds *float64   `json:"watermark_lag_seconds,omitempty"`
+
+	// Dedupe is the dedupe state (filter fill, estimated false-positive
+	// rate, catalog lookups), when the pipeline dedupes.
+	Dedupe any `json:"dedupe,omitempty"`
+}
+
+// Status reports the pipeline's counts and times. The counts are read from
+// the same counters /metrics exports, so the two always agree.
+func (p *Pipeline) Status() Status {
+	m := p.deps.Metrics
+	s := Status{
+		Name:         p.name,
+		Mode:         p.cfg.Mode,
+		Received:     int64(metrics.Value(m.Received)),
+		Committed:    int64(metrics.Value(m.Committed)),
+		Duplicate:    int64(metrics.Value(m.Duplicate)),
+		Late:         int64(metrics.Value(m.Late)),
+		Dropped:      int64(metrics.Value(m.Dropped)),
+		Retried:      int64(metrics.Value(m.Retried)),
+		InFlight:     int64(metrics.Value(m.InFlight)),
+		DeadLettered: map[string]int64{},
+	}
+	for _, r := range deadletter.Reasons {
+		s.DeadLettered[string(r)] = int64(metrics.Value(m.DeadLettered(string(r))))
+	}
+	if t, ok := p.inFlight.oldest(); ok {
+		s.OldestInFlight = &t
+	}
+	if p.deps.Tracker != nil {
+		if wm := p.deps.Tracker.Watermark(); !wm.IsZero() {
+			wm = wm.UTC()
+			lag := time.Since(wm).Seconds()
+			s.Watermark, s.WatermarkLagSeconds = &wm, &lag
+		}
+	}
+	if st, ok := p.deps.Dedupe.(interface{ Stats() any }); ok {
+		s.Dedupe = st.Stats()
+	}
+	return s
+}
