@@ -59,3 +59,12 @@ func IsRejected(err error) bool {
 	var r *RejectedError
 	return errors.As(err, &r)
 }
+
+// Limits are the sizes a sink accepts; zero means no limit. The pipeline
+// checks them before writing, so that an oversized row is dead-lettered as
+// too_large instead of failing the batch it would have joined.
+type Limits struct {
+	MaxKeyBytes  int
+	MaxCellBytes int
+	MaxRowBytes  int
+}
