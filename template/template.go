@@ -1,0 +1,313 @@
+package template
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Sentinel errors of AppendTo. Each is wrapped with the placeholder that
+// failed, e.g. `{attributes.customer_id}: missing field: attribute not set`;
+// test them with errors.Is, never by text.
+var (
+	// ErrMissingField: an attribute is not set, a JSON field is absent or
+	// null, or an array index is out of range. Dead-letter reason
+	// missing_field.
+	ErrMissingField = errors.New("missing field")
+	// ErrInvalidPayload: a {data.…} placeholder met a payload that is not
+	// valid JSON, or a path that runs into a value that is neither an object
+	// nor an array. Dead-letter reason invalid_payload.
+	ErrInvalidPayload = errors.New("invalid payload")
+	// ErrBadTime: a time placeholder got a time it cannot render in its
+	// fixed-width form (zero, before 1970 or after year 9999). Dead-letter
+	// reason bad_event_time.
+	ErrBadTime = errors.New("time out of range")
+)
+
+// Input is one message's values. AppendTo reads it and does not retain it or
+// anything it points to.
+type Input struct {
+	MessageID   string
+	PublishTime time.Time
+	EventTime   time.Time
+	Attributes  map[string]string
+	// Data is the raw payload. {data.…} placeholders read it as JSON without
+	// unmarshalling it.
+	Data []byte
+}
+
+// Template is a compiled row-key or column template. It is immutable and safe
+// for concurrent use.
+type Template struct {
+	src      string
+	parts    []part
+	usesData bool
+}
+
+type kind uint8
+
+const (
+	kindLiteral kind = iota
+	kindMessageID
+	kindPublishTime
+	kindEventTime
+	kindEventTimeReverse
+	kindAttribute
+	kindData
+	kindDataPath
+)
+
+// part is one literal run or one placeholder.
+type part struct {
+	kind kind
+	// text is the literal text (kindLiteral) or the attribute name
+	// (kindAttribute); for other placeholders it is empty.
+	text string
+	// placeholder is the placeholder as written, e.g. "{data.amount}", so
+	// that errors name it.
+	placeholder string
+	// path is the field path of kindDataPath.
+	path []segment
+}
+
+// segment is one step of a {data.a.b} path. key is the text as written; it
+// names an object member, and when index >= 0 it also indexes an array.
+type segment struct {
+	key   string
+	index int
+}
+
+// Compile parses s. It is meant to run once at start-up; the Template it
+// returns renders without parsing again. The error names the offending
+// placeholder or brace, e.g. `unknown placeholder "{atributes.x}"`.
+func Compile(s string) (*Template, error) {
+	t := &Template{src: s}
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			t.parts = append(t.parts, part{kind: kindLiteral, text: lit.String()})
+			lit.Reset()
+		}
+	}
+	for i := 0; i < len(s); {
+		switch s[i] {
+		case '{':
+			if i+1 < len(s) && s[i+1] == '{' {
+				lit.WriteByte('{')
+				i += 2
+				continue
+			}
+			n := strings.IndexAny(s[i+1:], "{}")
+			if n < 0 {
+				return nil, fmt.Errorf("unclosed placeholder %q at offset %d (write {{ for a literal brace)", s[i:], i)
+			}
+			end := i + 1 + n
+			if s[end] == '{' {
+				return nil, fmt.Errorf("unexpected { inside placeholder %q at offset %d (write {{ for a literal brace)", s[i:end+1], end)
+			}
+			p, err := compilePlaceholder(s[i : end+1])
+			if err != nil {
+				return nil, err
+			}
+			flush()
+			t.parts = append(t.parts, p)
+			t.usesData = t.usesData || p.kind == kindData || p.kind == kindDataPath
+			i = end + 1
+		case '}':
+			if i+1 < len(s) && s[i+1] == '}' {
+				lit.WriteByte('}')
+				i += 2
+				continue
+			}
+			return nil, fmt.Errorf("unmatched } at offset %d (write }} for a literal brace)", i)
+		default:
+			lit.WriteByte(s[i])
+			i++
+		}
+	}
+	flush()
+	return t, nil
+}
+
+// compilePlaceholder parses ph, which includes its braces.
+func compilePlaceholder(ph string) (part, error) {
+	name := ph[1 : len(ph)-1]
+	p := part{placeholder: ph}
+	switch {
+	case name == "":
+		return p, fmt.Errorf("empty placeholder %q", ph)
+	case name == "message_id":
+		p.kind = kindMessageID
+	case name == "publish_time":
+		p.kind = kindPublishTime
+	case name == "event_time":
+		p.kind = kindEventTime
+	case name == "event_time:reverse":
+		p.kind = kindEventTimeReverse
+	case name == "data":
+		p.kind = kindData
+	case strings.HasPrefix(name, "attributes."):
+		p.kind = kindAttribute
+		p.text = name[len("attributes."):]
+		if p.text == "" {
+			return p, fmt.Errorf("empty attribute name in %q", ph)
+		}
+	case strings.HasPrefix(name, "data."):
+		p.kind = kindDataPath
+		for _, key := range strings.Split(name[len("data."):], ".") {
+			if key == "" {
+				return p, fmt.Errorf("empty field name in %q", ph)
+			}
+			p.path = append(p.path, segment{key: key, index: arrayIndex(key)})
+		}
+	default:
+		return p, fmt.Errorf("unknown placeholder %q", ph)
+	}
+	return p, nil
+}
+
+// arrayIndex is the array index a path segment names: its value when it is
+// all ASCII digits, -1 otherwise. An index too large for an int saturates to
+// math.MaxInt, which no array reaches, so it reads as out of range.
+func arrayIndex(key string) int {
+	n := 0
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c < '0' || c > '9' {
+			return -1
+		}
+		if n > (math.MaxInt-9)/10 {
+			n = math.MaxInt
+			continue
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// String returns the source text the template was compiled from.
+func (t *Template) String() string { return t.src }
+
+// UsesData reports whether any placeholder reads the payload ({data} or
+// {data.…}), so that callers can skip payload work when none does.
+func (t *Template) UsesData() bool { return t.usesData }
+
+// Constant reports whether the template has no placeholder at all, so that
+// it renders the same text for every message.
+func (t *Template) Constant() bool {
+	for i := range t.parts {
+		if t.parts[i].kind != kindLiteral {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendTo appends the rendered template to dst and returns the extended
+// slice. On error it returns dst unchanged (same length, same contents), so a
+// partially rendered key never escapes; bytes past len(dst) may have been
+// overwritten. The error wraps ErrMissingField, ErrInvalidPayload or
+// ErrBadTime and names the placeholder; it never quotes payload or attribute
+// values. AppendTo does not allocate unless it must grow dst or it fails. It
+// is safe for concurrent use and does not retain in.
+func (t *Template) AppendTo(dst []byte, in *Input) ([]byte, error) {
+	out := dst
+	for i := range t.parts {
+		var err error
+		out, err = t.parts[i].appendTo(out, in)
+		if err != nil {
+			return dst, err
+		}
+	}
+	return out, nil
+}
+
+// Time placeholders render within [minTime, maxTime]: outside it the
+// fixed-width forms (4-digit year, 19-digit reverse) would not hold and keys
+// would stop sorting by time.
+var (
+	minTime = time.Unix(0, 0)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+func (p *part) appendTo(dst []byte, in *Input) ([]byte, error) {
+	switch p.kind {
+	case kindLiteral:
+		return append(dst, p.text...), nil
+	case kindMessageID:
+		return append(dst, in.MessageID...), nil
+	case kindPublishTime:
+		if err := p.checkTime(in.PublishTime); err != nil {
+			return dst, err
+		}
+		return appendTime(dst, in.PublishTime), nil
+	case kindEventTime:
+		if err := p.checkTime(in.EventTime); err != nil {
+			return dst, err
+		}
+		return appendTime(dst, in.EventTime), nil
+	case kindEventTimeReverse:
+		if err := p.checkTime(in.EventTime); err != nil {
+			return dst, err
+		}
+		return appendPadded(dst, math.MaxInt64-in.EventTime.UnixMilli(), 19), nil
+	case kindAttribute:
+		v, ok := in.Attributes[p.text]
+		if !ok {
+			return dst, fmt.Errorf("%s: %w: attribute not set", p.placeholder, ErrMissingField)
+		}
+		return append(dst, v...), nil
+	case kindData:
+		return append(dst, in.Data...), nil
+	case kindDataPath:
+		return p.appendField(dst, in.Data)
+	}
+	panic("template: unknown part kind") // unreachable: Compile sets every kind
+}
+
+func (p *part) checkTime(t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return fmt.Errorf("%s: %w: outside 1970-01-01T00:00:00Z..9999-12-31T23:59:59Z", p.placeholder, ErrBadTime)
+	}
+	return nil
+}
+
+// appendTime appends t in UTC as RFC 3339 with exactly three fractional
+// digits, truncated (not rounded) like the cell timestamps:
+// 2026-01-02T03:04:05.678Z. t must be within [minTime, maxTime].
+func appendTime(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	hour, minute, sec := t.Clock()
+	dst = appendPadded(dst, int64(year), 4)
+	dst = append(dst, '-')
+	dst = appendPadded(dst, int64(month), 2)
+	dst = append(dst, '-')
+	dst = appendPadded(dst, int64(day), 2)
+	dst = append(dst, 'T')
+	dst = appendPadded(dst, int64(hour), 2)
+	dst = append(dst, ':')
+	dst = appendPadded(dst, int64(minute), 2)
+	dst = append(dst, ':')
+	dst = appendPadded(dst, int64(sec), 2)
+	dst = append(dst, '.')
+	dst = appendPadded(dst, int64(t.Nanosecond()/1e6), 3)
+	return append(dst, 'Z')
+}
+
+// appendPadded appends the decimal digits of v >= 0, zero-padded to width.
+func appendPadded(dst []byte, v int64, width int) []byte {
+	var buf [20]byte
+	i := len(buf)
+	for v >= 10 || width > 1 {
+		i--
+		buf[i] = byte('0' + v%10)
+		v /= 10
+		width--
+	}
+	i--
+	buf[i] = byte('0' + v)
+	return append(dst, buf[i:]...)
+}
