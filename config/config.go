@@ -61,11 +61,21 @@ const (
 
 // Source configures the Pub/Sub subscriber of one pipeline.
 type Source struct {
+	// Topic is the topic both subscriptions are attached to: optional for
+	// run (where it is checked when set), needed by setup to create them.
+	// A short name in Config.Project or a full name (projects/P/topics/T).
+	Topic string `mapstructure:"topic"`
 	// Subscription and TrackingSubscription are short names in Config.Project
-	// or full names (projects/P/subscriptions/S).
-	Subscription           string   `mapstructure:"subscription"`
-	TrackingSubscription   string   `mapstructure:"tracking_subscription"`
-	IDAttribute            string   `mapstructure:"id_attribute"`
+	// or full names (projects/P/subscriptions/S). Use Config.SubscriptionName
+	// for the full name. TrackingSubscription is optional: it feeds the
+	// watermark estimate (DESIGN.md "Watermark").
+	Subscription         string `mapstructure:"subscription"`
+	TrackingSubscription string `mapstructure:"tracking_subscription"`
+	// IDAttribute is the attribute that holds the dedupe key; empty: the
+	// Pub/Sub message ID. See Pipeline.DedupeKeyAttribute.
+	IDAttribute string `mapstructure:"id_attribute"`
+	// TimestampAttribute holds the event time, read as TimestampFormat;
+	// empty: the publish time is the event time.
 	TimestampAttribute     string   `mapstructure:"timestamp_attribute"`
 	TimestampFormat        string   `mapstructure:"timestamp_format"`
 	Streams                int      `mapstructure:"streams"`
@@ -104,9 +114,12 @@ const (
 	CellTimePublish = "publish_time"
 )
 
-// Sink configures where committed rows go.
+// Sink configures where committed rows go. RowKey and the values of Columns
+// are templates (package template); Columns maps a column qualifier, case
+// kept as written, to its template.
 type Sink struct {
-	Type         string            `mapstructure:"type"`
+	Type string `mapstructure:"type"`
+	// Instance defaults to State.Instance.
 	Instance     string            `mapstructure:"instance"`
 	Table        string            `mapstructure:"table"`
 	ColumnFamily string            `mapstructure:"column_family"`
@@ -123,9 +136,18 @@ type Batch struct {
 	MaxDelay    time.Duration `mapstructure:"max_delay"`
 }
 
-// DeadLetter names exactly one dead-letter output.
+// DeadLetter names at most one dead-letter output: Topic, BigtableTable or
+// File. With none, a message that can never be written has nowhere to go and
+// is not acked (the pipeline decides what to do with it).
 type DeadLetter struct {
-	Topic         string `mapstructure:"topic"`
+	// Topic is a short name in Config.Project or projects/P/topics/T.
+	Topic string `mapstructure:"topic"`
+	// Subscription is the subscription on Topic that setup creates and
+	// replay reads: Pub/Sub drops what is published to a topic without
+	// one. Default: TOPIC-replay (TOPIC's short name), when Topic is set.
+	Subscription string `mapstructure:"subscription"`
+	// BigtableTable is a table in State.Instance.
 	BigtableTable string `mapstructure:"bigtable_table"`
-	File          string `mapstructure:"file"`
+	// File is a local JSON-lines file, for local runs.
+	File string `mapstructure:"file"`
 }

@@ -1,0 +1,196 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/viper"
+)
+
+// This file is the one place where defaults live.
+//
+// Top-level keys are registered with viper (SetDefault), and each is bound
+// to its environment variable PUBSINK_<KEY> with dots as underscores: viper
+// only consults the environment for keys it already knows, so a key without
+// a registered default would never see its override (spf13/viper#761).
+//
+// viper cannot default the elements of a list, so per-pipeline defaults are
+// applied after decoding, by applyPipelineDefaults below, to every element of
+// pipelines, and only to keys that the file does not set: an explicit zero
+// stays zero and fails validation instead of turning silently into the
+// default.
+
+// envPrefix prefixes every environment override: PUBSINK_STATE_INSTANCE.
+const envPrefix = "PUBSINK"
+
+// topDefaults are the top-level defaults, in file order. Each key here can be
+// overridden from the environment.
+var topDefaults = []struct {
+	key   string
+	value any
+}{
+	// No default project: writing to the wrong project is worse than
+	// refusing to start. Registered so that PUBSINK_PROJECT works.
+	{"project", ""},
+	// info keeps a busy pipeline's log to start-up, shutdown and failures.
+	{"log.level", "info"},
+	// json is what Cloud Logging parses into severity, message and time.
+	{"log.format", "json"},
+	// 8080 is what Cloud Run sends traffic and probes to; $PORT, when set,
+	// overrides the file (see portOverride).
+	{"http.addr", ":8080"},
+	// Long enough to flush a batch (max_delay 20ms) and wait out one slow
+	// Bigtable write, and within GKE's default 30s termination grace period.
+	// Cloud Run allows only 10s after SIGTERM: set 8s there.
+	{"shutdown_timeout", 20 * time.Second},
+	// No default instance: required only when a pipeline needs state.
+	// Registered so that PUBSINK_STATE_INSTANCE works.
+	{"state.instance", ""},
+	// One table per deployment for dedupe records, watermarks and snapshots;
+	// setup creates it.
+	{"state.table", "pubsink_state"},
+}
+
+// newViper returns a viper with every top-level default registered and its
+// environment variable bound, except the keys in skipEnv (whose variable
+// holds a value of the wrong type, reported already).
+func newViper(skipEnv map[string]bool) *viper.Viper {
+	v := viper.New()
+	v.SetEnvPrefix(envPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	for _, d := range topDefaults {
+		v.SetDefault(d.key, d.value)
+		if !skipEnv[d.key] {
+			_ = v.BindEnv(d.key) // only fails without a key
+		}
+	}
+	return v
+}
+
+// envName is the environment variable that overrides key.
+func envName(key string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Per-pipeline defaults. Each says why.
+const (
+	// exactly_once is what pubsink is for; at_least_once must be asked for.
+	defaultMode = ModeExactlyOnce
+	// auto reads ms since the epoch or RFC 3339, as Beam's timestampAttribute.
+	defaultTimestampFormat = TimestampAuto
+	// The v2 client defaults to one StreamingPull stream, good for about
+	// 10 MB/s; four give headroom for a busy subscription without pinning
+	// the two cores of a small container on stream bookkeeping.
+	defaultStreams = 4
+	// The client library's own default (ReceiveSettings.MaxOutstandingMessages);
+	// enough for two full 500-message batches in flight.
+	defaultMaxOutstandingMessages = 1000
+	// 0: the source derives it from the container's memory limit at start,
+	// which a static default cannot know.
+	defaultMaxOutstandingBytes ByteSize = 0
+	// Pub/Sub's longest ack deadline is 10 minutes, so a redelivery caused by
+	// an expired deadline arrives within about one window.
+	defaultDedupeWindow = 10 * time.Minute
+	// Dataflow's default assumption about how far event times are out of
+	// order.
+	defaultEstimationBand = 10 * time.Second
+	// Beam's default: data behind the watermark is late at once (and, with
+	// late_data accept, still written).
+	defaultAllowedLateness = 0
+	// Never lose data by default: a late message is still written.
+	defaultLateData = LateAccept
+	defaultSinkType = SinkBigtable
+	// A one-letter family: its name is stored with every cell.
+	defaultColumnFamily = "d"
+	// The whole payload in one column loses nothing.
+	defaultColumnName, defaultColumnValue = "data", "{data}"
+	// Cells carry the event time, so reads by time range see event time.
+	defaultCellTimestamp = CellTimeEvent
+	// 500 rows keep one ApplyBulk request small enough to retry cheaply
+	// (the API allows 100,000 mutations) and let two batches fill from the
+	// default 1000 outstanding messages.
+	defaultBatchMessages = 500
+	// 4 MiB is a request that is quick to send and resend, far below the
+	// request limit, and holds 500 rows of up to ~8 KiB.
+	defaultBatchBytes = 4 * MiB
+	// 20ms adds little to commit latency while letting concurrent messages
+	// share a request.
+	defaultBatchDelay = 20 * time.Millisecond
+	// setup creates the replay subscription under this suffix.
+	defaultDeadLetterSubscriptionSuffix = "-replay"
+)
+
+// applyPipelineDefaults fills the keys of p that its YAML element does not
+// set. set reports whether a dotted key such as "sink.row_key" is set in the
+// element. It runs after environment overrides, so the sink instance follows
+// PUBSINK_STATE_INSTANCE too.
+func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) {
+	if !set("mode") {
+		p.Mode = defaultMode
+	}
+	if !set("source.timestamp_format") {
+		p.Source.TimestampFormat = defaultTimestampFormat
+	}
+	if !set("source.streams") {
+		p.Source.Streams = defaultStreams
+	}
+	if !set("source.max_outstanding_messages") {
+		p.Source.MaxOutstandingMessages = defaultMaxOutstandingMessages
+	}
+	if !set("source.max_outstanding_bytes") {
+		p.Source.MaxOutstandingBytes = defaultMaxOutstandingBytes
+	}
+	if !set("dedupe.window") {
+		p.Dedupe.Window = defaultDedupeWindow
+	}
+	if !set("watermark.estimation_band") {
+		p.Watermark.EstimationBand = defaultEstimationBand
+	}
+	if !set("watermark.allowed_lateness") {
+		p.Watermark.AllowedLateness = defaultAllowedLateness
+	}
+	if !set("watermark.late_data") {
+		p.Watermark.LateData = defaultLateData
+	}
+	if !set("sink.type") {
+		p.Sink.Type = defaultSinkType
+	}
+	if !set("sink.instance") {
+		// One instance for state and data is the common deployment.
+		p.Sink.Instance = state.Instance
+	}
+	if !set("sink.column_family") {
+		p.Sink.ColumnFamily = defaultColumnFamily
+	}
+	if !set("sink.row_key") {
+		// The dedupe key makes a natural idempotent row key: a redelivery
+		// rewrites the same row with the same cells.
+		p.Sink.RowKey = "{message_id}"
+		if p.Source.IDAttribute != "" {
+			p.Sink.RowKey = "{attributes." + p.Source.IDAttribute + "}"
+		}
+	}
+	if !set("sink.columns") {
+		p.Sink.Columns = map[string]string{defaultColumnName: defaultColumnValue}
+	}
+	if !set("sink.timestamp") {
+		p.Sink.Timestamp = defaultCellTimestamp
+	}
+	if !set("sink.batch.max_messages") {
+		p.Sink.Batch.MaxMessages = defaultBatchMessages
+	}
+	if !set("sink.batch.max_bytes") {
+		p.Sink.Batch.MaxBytes = defaultBatchBytes
+	}
+	if !set("sink.batch.max_delay") {
+		p.Sink.Batch.MaxDelay = defaultBatchDelay
+	}
+	if !set("dead_letter.subscription") && p.DeadLetter.Topic != "" {
+		p.DeadLetter.Subscription = shortName(p.DeadLetter.Topic) + defaultDeadLetterSubscriptionSuffix
+	}
+}
+
+// shortName is the last segment of a full resource name.
+func shortName(name string) string {
+	return name[strings.LastIndexByte(name, '/')+1:]
+}
