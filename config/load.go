@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -99,6 +100,13 @@ func Parse(data []byte) (*Config, error) {
 func readTree(data []byte, c *collector) map[string]any {
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) { // several problems, such as repeated keys
+			for _, e := range te.Errors {
+				c.add("", "invalid YAML: %s", e)
+			}
+			return nil
+		}
 		c.add("", "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		return nil
 	}
@@ -363,7 +371,8 @@ func checkValue(v any, path string, t reflect.Type, c *collector) (any, bool) {
 			c.addBroken(path, "must be a mapping of names to values, not %s", describe(v))
 			return nil, false
 		}
-		for k, e := range m {
+		for _, k := range sortedKeys(m) {
+			e := m[k]
 			s, ok := scalarString(e)
 			if !ok {
 				c.addBroken(joinPath(path, k), "must be a string, not %s", describe(e))

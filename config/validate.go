@@ -138,8 +138,8 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 		c.add(at("watermark.allowed_lateness"), "must not be negative, not %v", p.Watermark.AllowedLateness)
 	}
 	if oneOf(c, at("watermark.late_data"), p.Watermark.LateData, LateAccept, LateDeadLetter, LateDrop) &&
-		p.Watermark.LateData == LateDeadLetter && p.DeadLetter == (DeadLetter{}) {
-		c.add(at("watermark.late_data"), "is dead_letter, but dead_letter names no output")
+		p.Watermark.LateData == LateDeadLetter && !p.DeadLetter.hasOutput() {
+		c.add(at("watermark.late_data"), "dead_letter needs a dead_letter output (topic, bigtable_table or file)")
 	}
 
 	v.sink(at, p)
@@ -279,8 +279,10 @@ func checkName(c *collector, path, name, collection string) bool {
 		id = parts[3]
 	}
 	if !pubsubIDRE.MatchString(id) || strings.HasPrefix(id, "goog") {
-		c.add(path, "%q is not a valid Pub/Sub name: 3 to 255 letters, digits or - _ . ~ + %%, starting with a letter, not with goog", id)
+		c.add(path, "%q is not a valid Pub/Sub name: its ID must be 3 to 255 letters, digits or - _ . ~ + %%, starting with a letter, not with goog", name)
 		return false
 	}
 	return true
 }
+
+func (d *DeadLetter) hasOutput() bool { return d.Topic != "" || d.BigtableTable != "" || d.File != "" }
