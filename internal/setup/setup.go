@@ -1,0 +1,234 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/state"
+)
+
+// ackDeadlineSeconds is the ack deadline of the subscriptions setup
+// creates. The client extends leases anyway; 60 s (rather than Pub/Sub's
+// 10 s default) spares extension calls for messages that wait in a batch,
+// and bounds how long a crashed process holds its messages.
+const ackDeadlineSeconds = 60
+
+// Admin opens a Bigtable admin client for an instance.
+type Admin func(ctx context.Context, instance string) (*bigtable.AdminClient, error)
+
+// Run creates what cfg names and is missing: topics, subscriptions (main,
+// tracking, dead-letter), sink tables and their column families, and the
+// state table. It is idempotent: what exists is left as it is (and checked
+// where a mismatch would break pubsink). Each action is reported on out.
+func Run(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admin, out io.Writer) error {
+	s := &setup{cfg: cfg, ps: ps, admin: admin, out: out, admins: map[string]*bigtable.AdminClient{}}
+	defer s.close()
+	var errs []error
+	for _, p := range cfg.Pipelines {
+		if err := s.pipeline(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("pipeline %s: %w", p.Name, err))
+		}
+	}
+	if s.needsState() {
+		if err := s.table(ctx, cfg.State.Instance, cfg.State.Table, state.Families(s.maxWindow())); err != nil {
+			errs = append(errs, fmt.Errorf("state table: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type setup struct {
+	cfg    *config.Config
+	ps     *pubsub.Client
+	admin  Admin
+	out    io.Writer
+	admins map[string]*bigtable.AdminClient
+}
+
+func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
+	src := p.Source
+	var topic string
+	if src.Topic != "" {
+		topic = s.cfg.TopicName(src.Topic)
+		if err := s.topic(ctx, topic); err != nil {
+			return err
+		}
+	}
+	for _, sub := range []string{src.Subscription, src.TrackingSubscription} {
+		if sub == "" {
+			continue
+		}
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(sub), topic); err != nil {
+			return err
+		}
+	}
+	if dl := p.DeadLetter; dl.Topic != "" {
+		t := s.cfg.TopicName(dl.Topic)
+		if err := s.topic(ctx, t); err != nil {
+			return err
+		}
+		// Pub/Sub drops what is published to a topic without subscriptions:
+		// the dead-letter topic gets one, which replay reads.
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(DeadLetterSubscription(p)), t); err != nil {
+			return err
+		}
+	}
+	if p.Sink.Type == config.SinkBigtable {
+		fam := []state.Family{{Name: p.Sink.ColumnFamily}} // no GC rule: every version is kept, so a duplicate write would show
+		if err := s.table(ctx, p.Sink.Instance, p.Sink.Table, fam); err != nil {
+			return err
+		}
+	}
+	if dl := p.DeadLetter; dl.BigtableTable != "" {
+		fam := []state.Family{{Name: DeadLetterFamily}}
+		if err := s.table(ctx, s.cfg.State.Instance, dl.BigtableTable, fam); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeadLetterSubscription is the subscription on a pipeline's dead-letter
+// topic that setup creates and replay reads.
+func DeadLetterSubscription(p config.Pipeline) string {
+	if p.DeadLetter.Subscription != "" {
+		return p.DeadLetter.Subscription
+	}
+	return shortName(p.DeadLetter.Topic) + "-replay"
+}
+
+// DeadLetterFamily is the column family of a dead-letter table.
+const DeadLetterFamily = "f"
+
+func shortName(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			return full[i+1:]
+		}
+	}
+	return full
+}
+
+func (s *setup) topic(ctx context.Context, name string) error {
+	_, err := s.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name})
+	switch status.Code(err) {
+	case codes.OK:
+		s.say("created topic %s", name)
+	case codes.AlreadyExists:
+		s.say("topic %s exists", name)
+	default:
+		return fmt.Errorf("create topic %s: %w", name, err)
+	}
+	return nil
+}
+
+// subscription creates sub on topic, or checks that an existing sub is
+// attached to topic. With no topic configured, sub must exist already.
+func (s *setup) subscription(ctx context.Context, sub, topic string) error {
+	got, err := s.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	switch {
+	case err == nil:
+		if topic != "" && got.Topic != topic {
+			return fmt.Errorf("subscription %s exists but is attached to %s, not %s", sub, got.Topic, topic)
+		}
+		s.say("subscription %s exists", sub)
+		return nil
+	case status.Code(err) != codes.NotFound:
+		return fmt.Errorf("get subscription %s: %w", sub, err)
+	case topic == "":
+		return fmt.Errorf("subscription %s does not exist, and source.topic is not set to create it on", sub)
+	}
+	_, err = s.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name:               sub,
+		Topic:              topic,
+		AckDeadlineSeconds: ackDeadlineSeconds,
+	})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("create subscription %s: %w", sub, err)
+	}
+	s.say("created subscription %s on %s", sub, topic)
+	return nil
+}
+
+// table creates table with families, or adds the families it lacks.
+func (s *setup) table(ctx context.Context, instance, table string, families []state.Family) error {
+	ac, err := s.adminFor(ctx, instance)
+	if err != nil {
+		return err
+	}
+	info, err := ac.TableInfo(ctx, table)
+	if status.Code(err) == codes.NotFound {
+		if err := ac.CreateTable(ctx, table); err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create table %s: %w", table, err)
+		}
+		s.say("created table %s in instance %s", table, instance)
+		info = &bigtable.TableInfo{}
+	} else if err != nil {
+		return fmt.Errorf("table %s: %w", table, err)
+	} else {
+		s.say("table %s exists in instance %s", table, instance)
+	}
+	for _, f := range families {
+		if slices.Contains(info.Families, f.Name) {
+			continue
+		}
+		if err := ac.CreateColumnFamily(ctx, table, f.Name); err != nil && status.Code(err) != codes.AlreadyExists {
+			return fmt.Errorf("create column family %s:%s: %w", table, f.Name, err)
+		}
+		if f.GC != nil {
+			if err := ac.SetGCPolicy(ctx, table, f.Name, f.GC); err != nil {
+				return fmt.Errorf("set GC rule of %s:%s: %w", table, f.Name, err)
+			}
+		}
+		s.say("created column family %s:%s", table, f.Name)
+	}
+	return nil
+}
+
+func (s *setup) adminFor(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
+	if ac, ok := s.admins[instance]; ok {
+		return ac, nil
+	}
+	ac, err := s.admin(ctx, instance)
+	if err != nil {
+		return nil, fmt.Errorf("bigtable admin client for instance %s: %w", instance, err)
+	}
+	s.admins[instance] = ac
+	return ac, nil
+}
+
+func (s *setup) needsState() bool {
+	for _, p := range s.cfg.Pipelines {
+		if p.ExactlyOnce() || p.Source.TrackingSubscription != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *setup) maxWindow() time.Duration {
+	var w time.Duration
+	for _, p := range s.cfg.Pipelines {
+		w = max(w, p.Dedupe.Window)
+	}
+	return w
+}
+
+func (s *setup) say(format string, args ...any) { fmt.Fprintf(s.out, format+"\n", args...) }
+
+func (s *setup) close() {
+	for _, ac := range s.admins {
+		ac.Close()
+	}
+}
