@@ -140,8 +140,11 @@ func (d *decoder) decode(m *source.Message, r *record) error {
 // templateError maps a template failure to its dead-letter reason.
 func templateError(where string, err error) error {
 	reason := deadletter.MissingField
-	if errors.Is(err, template.ErrInvalidPayload) {
+	switch {
+	case errors.Is(err, template.ErrInvalidPayload):
 		reason = deadletter.InvalidPayload
+	case errors.Is(err, template.ErrBadTime):
+		reason = deadletter.BadEventTime
 	}
 	return &badInput{reason, fmt.Errorf("%s: %w", where, err)}
 }
