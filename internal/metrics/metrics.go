@@ -23,6 +23,8 @@ type Metrics struct {
 	sinkWrite     *prometheus.HistogramVec
 	commitLatency *prometheus.HistogramVec
 	lookups       *prometheus.CounterVec
+	filterFill    *prometheus.GaugeVec
+	filterFPRate  *prometheus.GaugeVec
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
@@ -55,7 +57,9 @@ func New() *Metrics {
 	m.watermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_seconds", Help: "Event-time watermark of the pipeline, in seconds since the Unix epoch."}, pl)
 	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
 	m.commitLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_commit_latency_seconds", Help: "Time from a message's publication to its commit.", Buckets: latencyBuckets}, pl)
-	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency)
+	m.filterFill = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_filter_fill_ratio", Help: "Fraction of bits set in the dedupe Bloom filters of the live window, averaged over its filters."}, pl)
+	m.filterFPRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_false_positive_rate", Help: "Estimated probability that a new key is reported maybe-present by the dedupe filters and costs a catalog read."}, pl)
+	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate)
 	return m
 }
 
@@ -73,6 +77,8 @@ type Pipeline struct {
 	SinkWrite     prometheus.Observer
 	CommitLatency prometheus.Observer
 	Lookups       prometheus.Counter
+	FilterFill    prometheus.Gauge
+	FilterFPRate  prometheus.Gauge
 
 	deadLettered *prometheus.CounterVec
 }
@@ -91,6 +97,8 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		SinkWrite:     m.sinkWrite.WithLabelValues(name),
 		CommitLatency: m.commitLatency.WithLabelValues(name),
 		Lookups:       m.lookups.WithLabelValues(name),
+		FilterFill:    m.filterFill.WithLabelValues(name),
+		FilterFPRate:  m.filterFPRate.WithLabelValues(name),
 		deadLettered:  m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
