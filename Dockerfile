@@ -1,0 +1,17 @@
+# Multi-stage build: a static pubsink binary on distroless, as nonroot.
+#   docker build -t pubsink .
+#   docker run -v $PWD/examples.yaml:/etc/pubsink/config.yaml pubsink
+FROM golang:1.26 AS build
+WORKDIR /src
+# Modules first, so that a source change does not download them again.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/pubsink .
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/pubsink /pubsink
+USER nonroot:nonroot
+EXPOSE 8080
+ENTRYPOINT ["/pubsink","run","--config","/etc/pubsink/config.yaml"]
