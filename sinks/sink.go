@@ -44,6 +44,10 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
+// ErrClosed is returned, wrapped, by Write once Close has been called: the
+// row was not written.
+var ErrClosed = errors.New("sinks: sink is closed")
+
 // RejectedError marks a write the sink can never accept for this row (a row
 // key over the limit, a cell too large, an invalid argument). The pipeline
 // dead-letters such a row with reason sink_rejected instead of retrying it.
