@@ -124,9 +124,6 @@ func (s *Sink) Close(ctx context.Context) error {
 	return s.flush()
 }
 
-// Limits returns the zero Limits: a line of any size can be written.
-func (s *Sink) Limits() sinks.Limits { return sinks.Limits{} }
-
 func (s *Sink) flush() error {
 	if f, ok := s.w.(interface{ Flush() error }); ok {
 		if err := f.Flush(); err != nil {

@@ -1,0 +1,329 @@
+package bigtable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	cbt "cloud.google.com/go/bigtable"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/batch"
+	"github.com/pubsink/pubsink/sinks"
+)
+
+// Bigtable's hard limits (https://cloud.google.com/bigtable/quotas#limits-data-size).
+// A row over one of them can never be written, so it is rejected before any
+// I/O instead of failing, or stalling, the batch it would have joined.
+const (
+	MaxKeyBytes       = 4 << 10   // row key
+	MaxQualifierBytes = 16 << 10  // column qualifier
+	MaxCellBytes      = 100 << 20 // one cell value
+	MaxRowBytes       = 256 << 20 // all values of one row (of one write, here)
+	// MaxCells is the most mutations one MutateRows request may carry. The
+	// client splits a batch into requests under it, but never splits a row.
+	MaxCells = 100_000
+)
+
+// Limits are Bigtable's hard size limits, for the pipeline to check before a
+// write (and dead-letter as too_large). Write checks them too, and rejects a
+// row over them with a *sinks.RejectedError. Read-only.
+var Limits = sinks.Limits{MaxKeyBytes: MaxKeyBytes, MaxCellBytes: MaxCellBytes, MaxRowBytes: MaxRowBytes}
+
+// applyTimeout bounds one ApplyBulk call, the client's own retries included.
+//
+// The client retries inside ApplyBulk: a whole-call failure, or entries that
+// failed with Unavailable, DeadlineExceeded or Aborted, are sent again with
+// backoff (100 ms growing to 2 s) as long as every SetCell has an explicit
+// timestamp, which ours always have (mutationsAreRetryable in the client's
+// bigtable.go; getApplyBulkRetries in apply_bulk.go). It has no attempt
+// limit: it stops only when ctx ends. Without this bound, a stalled
+// connection or an outage would hold a batch, and every caller waiting on
+// it, until shutdown. With it, after 30 s the call fails with
+// DeadlineExceeded, the callers get a transient error, and the pipeline's
+// own backoff decides when to try again while Pub/Sub's ack deadline is
+// extended. So the two layers do not multiply: within one call the client
+// retries the codes it knows; between calls only the pipeline retries, and
+// the sink never loops. 30 s is well beyond a healthy ApplyBulk (tens of
+// milliseconds) and well within the ack-deadline extension of the source.
+const applyTimeout = 30 * time.Second
+
+// checkKey is the row read by Check. Reading a row that exists is harmless
+// (one cell, its value stripped), but this one almost certainly does not.
+const checkKey = "\x00pubsink-check\x00"
+
+// Sink writes rows to one Bigtable table with ApplyBulk. See the package
+// documentation for its guarantees.
+type Sink struct {
+	table        *cbt.Table
+	tableName    string
+	instance     string
+	family       string
+	log          *zap.Logger
+	writeSeconds prometheus.Observer
+	batcher      *batch.Batcher[entry]
+	timeout      time.Duration // applyTimeout; shorter in tests
+
+	// proven is set once any entry has been written. Until then, an entry
+	// refused with a "permanent" code may be refused because of our own
+	// configuration (a column family that was never created) rather than
+	// because of the row, and is not rejected: see classifyEntries.
+	proven atomic.Bool
+}
+
+// entry is one row ready for ApplyBulk.
+type entry struct {
+	key string
+	mut *cbt.Mutation
+}
+
+// New returns a sink writing to table cfg.Table, column family
+// cfg.ColumnFamily, through client, batching by cfg.Batch. It does no I/O:
+// call Check to verify the table. The client stays the caller's: Close does
+// not close it. writeSeconds, if not nil, observes the duration of each
+// ApplyBulk call.
+func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, writeSeconds prometheus.Observer) *Sink {
+	s := &Sink{
+		table:        client.Open(cfg.Table),
+		tableName:    cfg.Table,
+		instance:     cfg.Instance,
+		family:       cfg.ColumnFamily,
+		log:          log.Named("bigtable").With(zap.String("table", cfg.Table)),
+		writeSeconds: writeSeconds,
+		timeout:      applyTimeout,
+	}
+	s.batcher = batch.New(batch.Config{
+		MaxItems: cfg.Batch.MaxMessages,
+		MaxBytes: int(cfg.Batch.MaxBytes),
+		MaxDelay: cfg.Batch.MaxDelay,
+		// MaxInFlight: the batcher's default. config.Batch has no setting
+		// for it; a handful of concurrent ApplyBulk calls per pipeline keeps
+		// one slow call from stalling the others.
+	}, s.flush)
+	return s
+}
+
+// Write sends row in the next batch and blocks until the batch was applied,
+// or ctx ended. Every cell gets row.Timestamp, truncated to whole
+// milliseconds, as its explicit timestamp; the family is the configured one.
+//
+// It returns nil once the row is durable in Bigtable; a *sinks.RejectedError
+// when the row can never be written (over a size limit, or refused by
+// Bigtable twice with a permanent code, the second time alone); ctx.Err() if
+// ctx ended first (the row may still be written afterwards, harmlessly);
+// an error wrapping sinks.ErrClosed after Close; any other error is
+// transient. Write is safe for concurrent use and does not retain row.
+func (s *Sink) Write(ctx context.Context, row *sinks.Row) error {
+	e, err := newEntry(row, s.family)
+	if err != nil {
+		s.log.Debug("row rejected before writing", zap.String("key", row.Key), zap.Error(err))
+		return err
+	}
+	err = s.batcher.Add(ctx, e, row.Size())
+	if errors.Is(err, batch.ErrClosed) {
+		return fmt.Errorf("bigtable table %q: %w", s.tableName, sinks.ErrClosed)
+	}
+	return err
+}
+
+// Close applies the rows already queued and waits for the calls in flight.
+// It is idempotent and bounded by ctx: if ctx ends first, the calls in
+// flight are cancelled (their writers get a transient error), and Close
+// returns ctx.Err() once they returned. It does not close the client.
+func (s *Sink) Close(ctx context.Context) error {
+	return s.batcher.Close(ctx)
+}
+
+// Check verifies that Bigtable is reachable and the table exists, with a
+// single-row read of a key that is almost certainly absent. It does not
+// verify the column family (the data API cannot tell): a missing family
+// shows as writes that fail and are not rejected (see the package docs).
+func (s *Sink) Check(ctx context.Context) error {
+	_, err := s.table.ReadRow(ctx, checkKey, cbt.RowFilter(cbt.ChainFilters(cbt.CellsPerRowLimitFilter(1), cbt.StripValueFilter())))
+	switch {
+	case err == nil:
+		return nil
+	case status.Code(err) == codes.NotFound:
+		return fmt.Errorf("bigtable table %q in instance %q does not exist (pubsink setup creates it): %w", s.tableName, s.instance, err)
+	default:
+		return fmt.Errorf("bigtable table %q in instance %q cannot be read: %w", s.tableName, s.instance, err)
+	}
+}
+
+// newEntry checks row against Bigtable's limits and builds its mutation.
+// The values are copied, so that a row queued by a writer whose ctx ended
+// cannot change under the batch.
+func newEntry(row *sinks.Row, family string) (entry, error) {
+	reject := func(format string, args ...any) (entry, error) {
+		return entry{}, &sinks.RejectedError{Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case row.Key == "":
+		return reject("bigtable: empty row key")
+	case len(row.Key) > MaxKeyBytes:
+		return reject("bigtable: row key of %d bytes is over the limit of %d", len(row.Key), MaxKeyBytes)
+	case len(row.Cells) == 0:
+		return reject("bigtable: row has no cells")
+	case len(row.Cells) > MaxCells:
+		return reject("bigtable: row has %d cells, over the limit of %d mutations per request", len(row.Cells), MaxCells)
+	}
+	// Explicit, millisecond-aligned timestamps make the write idempotent:
+	// writing it again replaces the same cell version. UnixMicro rather than
+	// cbt.Time, whose UnixNano overflows outside 1678-2262.
+	ts := cbt.Timestamp(row.Timestamp.UnixMicro()).TruncateToMilliseconds()
+	if ts < 0 {
+		// Negative timestamps are invalid, and -1 would mean server time.
+		return reject("bigtable: cell timestamp %s is before 1970", row.Timestamp.UTC().Format(time.RFC3339Nano))
+	}
+	total := 0
+	for _, c := range row.Cells {
+		switch {
+		case len(c.Column) > MaxQualifierBytes:
+			return reject("bigtable: column qualifier of %d bytes is over the limit of %d", len(c.Column), MaxQualifierBytes)
+		case len(c.Value) > MaxCellBytes:
+			return reject("bigtable: value of column %q has %d bytes, over the limit of %d", c.Column, len(c.Value), MaxCellBytes)
+		}
+		total += len(c.Value)
+	}
+	if total > MaxRowBytes {
+		return reject("bigtable: row values total %d bytes, over the limit of %d", total, MaxRowBytes)
+	}
+
+	buf := make([]byte, total) // one copy of every value, one allocation
+	mut := cbt.NewMutation()
+	for _, c := range row.Cells {
+		n := copy(buf, c.Value)
+		mut.Set(family, c.Column, ts, buf[:n:n])
+		buf = buf[n:]
+	}
+	return entry{key: row.Key, mut: mut}, nil
+}
+
+// flush is the batcher's FlushFunc: one ApplyBulk for the batch, then the
+// per-entry results classified.
+func (s *Sink) flush(ctx context.Context, es []entry) []error {
+	keys := make([]string, len(es))
+	muts := make([]*cbt.Mutation, len(es))
+	for i, e := range es {
+		keys[i], muts[i] = e.key, e.mut
+	}
+	errs, err := s.apply(ctx, keys, muts)
+	if err != nil {
+		// The whole call failed: nothing says it is any row's fault (a
+		// missing table, an outage, our timeout). Every row gets it, and
+		// is retried by the pipeline; rows that did land are rewritten
+		// harmlessly.
+		s.log.Warn("ApplyBulk failed", zap.Int("rows", len(es)), zap.Error(err))
+		err = fmt.Errorf("bigtable table %q: ApplyBulk of %d rows: %w", s.tableName, len(es), err)
+		out := make([]error, len(es))
+		for i := range out {
+			out[i] = err
+		}
+		return out
+	}
+	if errs == nil {
+		s.proven.Store(true)
+		return nil
+	}
+	return s.classifyEntries(ctx, es, errs)
+}
+
+// classifyEntries turns the per-entry errors of one ApplyBulk into the
+// writers' results. A transient error is returned (wrapped) for the pipeline
+// to retry. An entry refused with a permanent code is applied once more,
+// alone, and rejected only if it is refused again with a permanent code:
+// that proves it is the row's own fault, not a transient co-failure of the
+// batch. One more condition: some write must have succeeded on this sink
+// (proven), in this batch or before. Otherwise a permanent code may come
+// from our configuration (a column family that does not exist refuses every
+// row with NotFound), and rejecting would dead-letter every message; such
+// errors are returned as transient, so the pipeline backs off and the
+// operator sees it, and the entry is not even retried alone.
+func (s *Sink) classifyEntries(ctx context.Context, es []entry, errs []error) []error {
+	for _, err := range errs {
+		if err == nil {
+			s.proven.Store(true)
+			break
+		}
+	}
+	out := make([]error, len(es))
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if classify(err) == transient {
+			out[i] = fmt.Errorf("bigtable table %q: %w", s.tableName, err)
+			continue
+		}
+		if !s.proven.Load() {
+			s.log.Warn("Bigtable refused a row before any write succeeded; not rejecting it, check the column family",
+				zap.String("family", s.family), zap.Error(err))
+			out[i] = fmt.Errorf("bigtable table %q refused the row, and no write has succeeded yet to prove the table and family usable: %w", s.tableName, err)
+			continue
+		}
+		out[i] = s.retryAlone(ctx, es[i], err)
+	}
+	return out
+}
+
+// retryAlone applies e in an ApplyBulk of its own after it failed with
+// first, a permanent code, in a batch.
+func (s *Sink) retryAlone(ctx context.Context, e entry, first error) error {
+	errs, err := s.apply(ctx, []string{e.key}, []*cbt.Mutation{e.mut})
+	switch {
+	case err != nil:
+		return fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), err)
+	case errs == nil || errs[0] == nil:
+		return nil
+	case classify(errs[0]) == transient:
+		return fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), errs[0])
+	}
+	s.log.Info("Bigtable rejected a row, also alone", zap.Stringer("code", status.Code(errs[0])))
+	s.log.Debug("rejected row", zap.String("key", e.key), zap.Error(errs[0]))
+	return &sinks.RejectedError{Err: fmt.Errorf("bigtable table %q refused the row twice, the second time alone: %w", s.tableName, errs[0])}
+}
+
+// apply is one ApplyBulk call, bounded by applyTimeout and timed.
+func (s *Sink) apply(ctx context.Context, keys []string, muts []*cbt.Mutation) ([]error, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	start := time.Now()
+	errs, err := s.table.ApplyBulk(ctx, keys, muts)
+	if s.writeSeconds != nil {
+		s.writeSeconds.Observe(time.Since(start).Seconds())
+	}
+	return errs, err
+}
+
+// class is what an error from Bigtable says about retrying the same write.
+type class int
+
+const (
+	// transient errors may pass: the write is retried.
+	transient class = iota
+	// permanent errors are the request's own fault and will not pass by
+	// retrying it unchanged (for one entry, once proven by retrying alone).
+	permanent
+)
+
+// classify sorts an error returned by ApplyBulk, for the whole call or for
+// one entry. Only codes that describe the request itself are permanent;
+// everything else, including errors that carry no gRPC status (a lost
+// connection, a context error), is transient: a permanent error must be
+// proven. PermissionDenied and Unauthenticated are transient on purpose:
+// they follow token refreshes and IAM propagation, and are fixed by an
+// operator, not by dead-lettering the data.
+func classify(err error) class {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.OutOfRange:
+		return permanent
+	default:
+		return transient
+	}
+}
