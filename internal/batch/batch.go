@@ -182,8 +182,9 @@ func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
 }
 
 // Close flushes what is pending, waits for the flushes in flight, and
-// releases the batcher. Callers blocked in Add get their results as usual;
-// later calls to Add return ErrClosed.
+// releases the batcher. Callers whose item is queued get their results as
+// usual; callers still waiting for room to queue, and later calls to Add,
+// return ErrClosed.
 //
 // Like net/http's Server.Shutdown, Close is idempotent and bounded by ctx:
 // if ctx ends first, Close cancels the flushes' context (the flushes still

@@ -238,8 +238,9 @@ func (s *Sink) flush(ctx context.Context, es []entry) []error {
 // writers' results. A transient error is returned (wrapped) for the pipeline
 // to retry. An entry refused with a permanent code is applied once more,
 // alone, and rejected only if it is refused again with a permanent code:
-// that proves it is the row's own fault, not a transient co-failure of the
-// batch. One more condition: some write must have succeeded on this sink
+// that proves it is the row's own fault, not a co-failure of the batch (the
+// MutateRows API allows one entry to fail with another entry's error, and
+// then reports the same error for both). One more condition: some write must have succeeded on this sink
 // (proven), in this batch or before. Otherwise a permanent code may come
 // from our configuration (a column family that does not exist refuses every
 // row with NotFound), and rejecting would dead-letter every message; such
