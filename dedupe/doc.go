@@ -1,0 +1,123 @@
+// Package dedupe claims and commits the dedupe keys of one exactly_once
+// pipeline: a key committed within the window (dedupe.window, processing
+// time) makes every later delivery of it a duplicate. It owns a rolling
+// ring of Bloom filters (github.com/bits-and-blooms/bloom/v3) in memory and
+// the durable key catalog in the state table (family k). It does not own
+// retries (the pipeline retries the transient errors it returns), the data
+// rows, or the ack.
+//
+// The entry point is New, which returns a *Dedupe, a pipeline.Deduper.
+// The pipeline calls Claim, writes the row, then Commit (or Release); it
+// runs Run in the background and calls Close after it stopped.
+//
+// # How a key is checked
+//
+// Claim hashes the key once (64-bit xxhash, double hashing for the bit
+// locations) and probes every live filter. "Not present" in all of them
+// means new: no I/O, no allocation. "Maybe present" is confirmed by a
+// batched point read of the catalog (ReadRows with a RowList, one batch
+// per 2 ms, at most 4 at once); only a record whose cell timestamp is
+// within the window makes the key a duplicate. Commit writes the record
+// (batched ApplyBulk, the commit time in milliseconds as the explicit cell
+// timestamp, so retries are idempotent), then adds the key to the filter of
+// the current slice. The order of effects is the pipeline's: row, record,
+// ack. A key is in the filters only after its record was written (or its
+// write failed ambiguously), so a filter never says "new" for a key with a
+// record in the window.
+//
+// The library's Test hashes the key once per filter (murmur3, k locations);
+// a lookup probes N+1 filters or more, so the locations are computed once
+// here and given to TestLocations, and Commit sets the same bits in the
+// filter's bitset. The filters come from bloom.New with the m and k of
+// bloom.EstimateParameters.
+//
+// # Slices and sizing
+//
+// The window is cut into N slices of processing time (Config.Slices, 10 by
+// default, at least 6). A key goes into the slice of its commit time; the
+// ring keeps N+1 slices (the current one and the N before it, the oldest
+// partly outside the window), so every key committed within the window is
+// in a live filter, and a key leaves the filters between one window and
+// (N+1)/N windows after its commit. Rotation happens on the hot path when
+// the clock enters a new slice, and every 10 s in Run.
+//
+// The target false-positive rate P (0.1% by default) is the probability
+// that a lookup of a new key costs a catalog read, all live filters
+// together. Each of the N+1 slices gets P/(N+1); its first filter gets
+// three quarters of that and is sized for the expected keys of a slice
+// (Config.ExpectedRate × window/N, or 5/4 of what the previous slice took,
+// whichever is more). A slice that takes more keys than its filter was
+// sized for chains another filter, twice as large, with half the remaining
+// budget (a scalable Bloom filter): the slice never exceeds its share, so
+// the lookup never exceeds P, whatever the traffic. At the defaults a
+// filter costs −ln(0.75·P/11)/(ln 2)² ≈ 20.0 bits per key against 14.4 for
+// one filter at P: 5.0 bits pay for splitting P over 11 slices, 0.6 for the
+// chaining reserve. The benchmarks measure it.
+//
+// # Catalog rows
+//
+//	dedupe#PIPELINE#HH#KEY      (a key over 1 KiB: dedupe#PIPELINE#HH=SHA256HEX)
+//	k:c = "" @ commit time (ms)
+//
+// HH is the top byte of the key's hash in hex: 256 buckets. Keys are often
+// sequential (Pub/Sub message IDs increase; order IDs usually do), so rows
+// keyed by the bare key, or by time, would send every write of a pipeline
+// to the tablet at the end of its range. Within a pipeline the buckets
+// spread consecutive keys over 256 places in the key space that Bigtable
+// can split between tablets, and the pipeline's rows stay one contiguous
+// range, which the rebuild scans as 8 bucket ranges in parallel. The
+// dedupe# prefix keeps the catalog apart from the other rows of the state
+// table (watermark#PIPELINE). A point read needs only the key: the bucket
+// is computed from it. The family's max-age GC rule (created by setup)
+// removes old records eventually; reads filter them out by timestamp
+// regardless, since Bigtable collects garbage lazily.
+//
+// # Keys in flight
+//
+// A claimed key is held until Commit or Release. A second Claim of it
+// waits (bounded by its ctx): if the first commits, the second is a
+// duplicate; if it releases (its write failed), the second looks again and
+// may take the key. A Claim that reads the catalog holds the key during
+// the read, so concurrent deliveries of one key cost one read.
+//
+// # Restart
+//
+// New starts with empty filters that are not trusted: every Claim reads the
+// catalog. Run rebuilds the filters by scanning the pipeline's rows
+// committed within the window (a server-side timestamp-range filter), then
+// trusts them. Start-up does not wait for it: messages flow meanwhile at
+// the cost of a catalog read each. A snapshot of the filters in the state
+// table would save transferring the rows, not scanning them (Bigtable has
+// no time index: the tail after a snapshot is found by the same scan with a
+// narrower filter), so there is none; the benchmarks give the rebuild time
+// of 1M keys.
+//
+// # Guarantees
+//
+//   - A key committed within the window is a duplicate: the filters hold
+//     every key this process committed within the window, and keys
+//     committed before the start once the rebuild is done; until then the
+//     catalog answers.
+//   - A key with no record younger than the window is new; a false
+//     positive of the filters costs one catalog read, never a wrong answer.
+//   - Of concurrent Claims of one key, at most one holds it at a time.
+//   - Claims, Commits and Releases are safe for concurrent use.
+//   - One process per pipeline: the filters know the keys of this process
+//     and of the catalog at start-up. A second process running the same
+//     pipeline at the same time (two replicas, or a rolling deploy that
+//     overlaps old and new) commits keys this one's filters never see, and
+//     a duplicate split across the two is written twice. Run one replica
+//     per pipeline and replace it with stop-then-start (GKE strategy
+//     Recreate; Cloud Run max instances 1).
+//   - A Commit whose record write fails releases the key (the pipeline then
+//     retries the Commit): a delivery of the same key waiting meanwhile
+//     looks again, finds no record, and writes its row too. This needs a
+//     catalog write failure while a duplicate is in flight.
+//
+// # Errors
+//
+// Claim and Commit return the Bigtable client's errors wrapped once, which
+// are transient unless the state table is missing (Check reports that at
+// start), or ctx's error. Nothing here retries them or loops; Run retries
+// the rebuild's scans in the background until its ctx ends.
+package dedupe

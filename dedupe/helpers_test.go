@@ -1,0 +1,278 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/bigtable/bttest"
+	"go.uber.org/zap"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/state"
+)
+
+const testTable = "state"
+
+// clock is a fake processing-time clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock {
+	// Near the real time, so that bttest's view of timestamps is sane.
+	return &clock{now: time.Now().Truncate(time.Hour)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// bttestClient starts an in-memory Bigtable (bttest) with the state table
+// and returns a data client on it.
+func bttestClient(t testing.TB) *bigtable.Client {
+	t.Helper()
+	srv, err := bttest.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	dial := func() *grpc.ClientConn {
+		conn, err := grpc.NewClient("passthrough:///"+srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	admin, err := bigtable.NewAdminClient(ctx, "p", "i", option.WithGRPCConn(dial()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	createStateTable(t, admin, testTable)
+	client, err := bigtable.NewClientWithConfig(ctx, "p", "i",
+		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(dial()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// createStateTable creates the state table's dedupe family with the GC rule
+// that setup gives it.
+func createStateTable(t testing.TB, admin *bigtable.AdminClient, table string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := admin.CreateTable(ctx, table); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range state.Families(time.Hour) {
+		if err := admin.CreateColumnFamily(ctx, table, f.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.SetGCPolicy(ctx, table, f.Name, f.GC); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// countingStore counts the catalog I/O of a store and injects failures.
+type countingStore struct {
+	store
+	readRows, writeRows, reads, writes atomic.Int64
+	readErr, writeErr                  atomic.Pointer[error]
+}
+
+func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]bool, error) {
+	s.reads.Add(1)
+	s.readRows.Add(int64(len(rows)))
+	if err := s.readErr.Load(); err != nil {
+		return nil, *err
+	}
+	return s.store.read(ctx, rows, since)
+}
+
+func (s *countingStore) write(ctx context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {
+	s.writes.Add(1)
+	s.writeRows.Add(int64(len(rows)))
+	if err := s.writeErr.Load(); err != nil {
+		return nil, *err
+	}
+	return s.store.write(ctx, rows, at)
+}
+
+func (s *countingStore) failReads(err error) {
+	if err == nil {
+		s.readErr.Store(nil)
+		return
+	}
+	s.readErr.Store(&err)
+}
+
+func (s *countingStore) failWrites(err error) {
+	if err == nil {
+		s.writeErr.Store(nil)
+		return
+	}
+	s.writeErr.Store(&err)
+}
+
+// memStore is a catalog in a map, for benchmarks that measure the
+// in-memory path without RPCs.
+type memStore struct {
+	mu   sync.Mutex
+	rows map[string]bigtable.Timestamp
+}
+
+func newMemStore() *memStore { return &memStore{rows: map[string]bigtable.Timestamp{}} }
+
+func (s *memStore) read(_ context.Context, rows []string, since bigtable.Timestamp) ([]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := make([]bool, len(rows))
+	for i, r := range rows {
+		at, ok := s.rows[r]
+		found[i] = ok && at >= since
+	}
+	return found, nil
+}
+
+func (s *memStore) write(_ context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range rows {
+		s.rows[r] = at[i]
+	}
+	return nil, nil
+}
+
+func (s *memStore) scan(_ context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(string, bigtable.Timestamp) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range slices.Sorted(maps.Keys(s.rows)) { // in row order, as Bigtable
+		if at := s.rows[r]; rng.Contains(r) && at >= since && !fn(r, at) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *memStore) check(context.Context) error { return nil }
+
+// nopStore answers "not recorded" and records nothing.
+type nopStore struct{}
+
+func (nopStore) read(_ context.Context, rows []string, _ bigtable.Timestamp) ([]bool, error) {
+	return make([]bool, len(rows)), nil
+}
+func (nopStore) write(context.Context, []string, []bigtable.Timestamp) ([]error, error) {
+	return nil, nil
+}
+func (nopStore) scan(context.Context, bigtable.RowRange, bigtable.Timestamp, func(string, bigtable.Timestamp) bool) error {
+	return nil
+}
+func (nopStore) check(context.Context) error { return nil }
+
+// newTest returns a Dedupe on s with a fake clock, closed at the end of the
+// test. Its filters are trusted from the start unless rebuild is false.
+func newTest(t testing.TB, s store, clk *clock, cfg Config, trusted bool) *Dedupe {
+	t.Helper()
+	if cfg.Pipeline == "" {
+		cfg.Pipeline = "orders"
+	}
+	cfg.Table = testTable
+	cfg.Now = clk.Now
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New().Pipeline(cfg.Pipeline)
+	}
+	d := newDedupe(s, zap.NewNop(), cfg)
+	t.Cleanup(func() { d.Close(context.Background()) })
+	if trusted {
+		d.rebuildFilters(context.Background())
+	}
+	return d
+}
+
+// claimNew claims key and fails unless it is new.
+func claimNew(t testing.TB, d *Dedupe, key string) *claim {
+	t.Helper()
+	c, dup, err := d.Claim(context.Background(), key)
+	if err != nil || dup {
+		t.Fatalf("Claim(%q) = dup %v, err %v; want a new key", key, dup, err)
+	}
+	return c.(*claim)
+}
+
+// commitNew claims and commits key, which must be new.
+func commitNew(t testing.TB, d *Dedupe, key string) {
+	t.Helper()
+	if err := claimNew(t, d, key).Commit(context.Background()); err != nil {
+		t.Fatalf("Commit(%q): %v", key, err)
+	}
+}
+
+// commitRange claims and commits keyN(i) for i in [from, to), all new, from
+// 64 goroutines at once as a pipeline does (each Commit waits for a batch).
+func commitRange(t testing.TB, d *Dedupe, from, to int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	next.Store(int64(from))
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < to; i = int(next.Add(1) - 1) {
+				c, dup, err := d.Claim(context.Background(), keyN(i))
+				if err != nil || dup {
+					t.Errorf("Claim(%q) = dup %v, err %v; want a new key", keyN(i), dup, err)
+					return
+				}
+				if err := c.Commit(context.Background()); err != nil {
+					t.Errorf("Commit(%q): %v", keyN(i), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// isDup claims key and reports whether it is a duplicate; a new key is
+// released again.
+func isDup(t testing.TB, d *Dedupe, key string) bool {
+	t.Helper()
+	c, dup, err := d.Claim(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", key, err)
+	}
+	if !dup {
+		c.Release()
+	}
+	return dup
+}
+
+func keyN(i int) string { return fmt.Sprintf("order-%08d", i) }

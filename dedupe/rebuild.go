@@ -1,0 +1,106 @@
+package dedupe
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pubsink/pubsink/internal/retry"
+)
+
+// rebuildScans is the number of bucket ranges a rebuild scans at once.
+// Bigtable serves each range from the tablets that hold it, so parallel
+// scans use the whole cluster; eight keeps one process's share modest.
+const rebuildScans = 8
+
+// rebuildChunk is the number of scanned keys added to the filters per
+// acquisition of the lock that Claims take.
+const rebuildChunk = 512
+
+// rebuildStats describes the last rebuild (guarded by Dedupe.mu).
+type rebuildStats struct {
+	took time.Duration
+	keys int64
+}
+
+// rebuildFilters adds to the filters every key of the pipeline's catalog
+// committed within the window, scanning rebuildScans bucket ranges in
+// parallel, and then lets Claims trust the filters. A range whose scan
+// fails is scanned again from its last row, with backoff, until ctx ends;
+// then the filters stay untrusted and every Claim keeps reading the
+// catalog.
+//
+// Keys committed by this process during the rebuild go into the filters
+// through Commit as usual, so the filters miss nothing once it ends. Keys
+// committed meanwhile by another process are not seen: see the doc.go
+// section on running one process per pipeline.
+func (d *Dedupe) rebuildFilters(ctx context.Context) {
+	start := time.Now()
+	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
+	var keys atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for _, rng := range d.cat.ranges(rebuildScans) {
+		g.Go(func() error { return d.scanRange(gctx, rng, since, &keys) })
+	}
+	if err := g.Wait(); err != nil {
+		d.log.Warn("filter rebuild stopped; every lookup keeps reading the catalog", zap.Error(err))
+		return
+	}
+	took := time.Since(start)
+	d.mu.Lock()
+	d.rebuilt = true
+	d.rebuild = rebuildStats{took: took, keys: keys.Load()}
+	d.mu.Unlock()
+	d.log.Info("dedupe filters rebuilt from the catalog",
+		zap.Int64("keys", keys.Load()), zap.Duration("took", took), zap.Duration("window", d.cfg.Window))
+}
+
+// scanRange adds the keys of one bucket range to the filters.
+func (d *Dedupe) scanRange(ctx context.Context, rng keyRange, since bigtable.Timestamp, keys *atomic.Int64) error {
+	type entry struct {
+		h  hashes
+		ns int64
+	}
+	pending := make([]entry, 0, rebuildChunk)
+	add := func() {
+		d.mu.Lock()
+		d.ring.advance(d.now().UnixNano())
+		for _, e := range pending {
+			d.ring.add(e.h, e.ns)
+		}
+		d.mu.Unlock()
+		keys.Add(int64(len(pending)))
+		pending = pending[:0]
+	}
+	last := ""
+	err := retry.Default.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
+		r := bigtable.NewRange(rng.start, rng.end)
+		if last != "" {
+			r = bigtable.NewRange(last+"\x00", rng.end) // the smallest key after last
+		}
+		return d.store.scan(ctx, r, since, func(row string, at bigtable.Timestamp) bool {
+			last = row
+			id, ok := d.cat.parse(row)
+			if !ok {
+				return true
+			}
+			pending = append(pending, entry{hashOf(id), at.Time().UnixNano()})
+			if len(pending) == cap(pending) {
+				add()
+			}
+			return true
+		})
+	}, func(n int, err error) {
+		if n == 1 || n%10 == 0 {
+			d.log.Warn("catalog scan failed; retrying", zap.String("from", last), zap.Int("attempt", n), zap.Error(err))
+		}
+	})
+	if len(pending) > 0 {
+		add()
+	}
+	return err
+}
