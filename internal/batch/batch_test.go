@@ -464,11 +464,23 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 	for range 5 {
 		addAll(t.Context(), b, seq(0, 20))
 	}
-	// Leave a batch open, with its timer, for Close to deal with.
-	go b.Add(context.Background(), 99, 1)
-	waitFor(t, func() bool { return b.curLen() == 1 })
+	// Leave a batch open, with its timer, for Close to deal with (unless
+	// the 2ms timer wins the race).
+	added := make(chan error, 1)
+	go func() { added <- b.Add(context.Background(), 99, 1) }()
+	waitFor(t, func() bool { return b.curLen() == 1 || slices.Contains(r.all(), 99) })
 	closeOK(t, b)
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (b *Batcher[T]) curLen() int {
