@@ -23,3 +23,14 @@ const (
 
 // Reasons lists every reason, for metrics initialisation and validation.
 var Reasons = []Reason{InvalidPayload, MissingField, BadEventTime, SinkRejected, Late, TooLarge}
+
+// ParseReason returns the Reason named s, and false when s names none of
+// Reasons (a typo on the command line must not match nothing silently).
+func ParseReason(s string) (Reason, bool) {
+	for _, r := range Reasons {
+		if string(r) == s {
+			return r, true
+		}
+	}
+	return "", false
+}

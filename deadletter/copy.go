@@ -1,0 +1,181 @@
+package deadletter
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pubsink/pubsink/source"
+)
+
+// The attributes a dead-lettered message gains (DESIGN.md "Dead letter").
+// The File output uses the same names as JSON keys, the Table output the
+// names without the prefix as column qualifiers.
+const (
+	AttrReason      = "pubsink_reason"
+	AttrError       = "pubsink_error"
+	AttrPipeline    = "pubsink_pipeline"
+	AttrMessageID   = "pubsink_message_id"
+	AttrPublishTime = "pubsink_publish_time" // RFC 3339, UTC, nanoseconds as Pub/Sub gives them
+	AttrFailedAt    = "pubsink_failed_at"    // RFC 3339, UTC
+	// AttrTruncated is set only on a Topic copy that Pub/Sub could not hold
+	// whole (see Topic); it says what was cut. Replay never republishes
+	// such a copy.
+	AttrTruncated = "pubsink_truncated"
+
+	// AttrPrefix is reserved: an original attribute with this prefix is not
+	// carried into the copy, and replay removes every such attribute.
+	AttrPrefix = "pubsink_"
+)
+
+// MaxErrorBytes bounds pubsink_error: Pub/Sub refuses an attribute value
+// over 1024 bytes, and the text is for a human deciding what to do, not a
+// log. Longer texts are cut at a character boundary and end in "…".
+const MaxErrorBytes = 1024
+
+// Copy is one dead-letter copy: the original message and why it could not
+// be written. Every output stores all of it; replay reads it back.
+type Copy struct {
+	Pipeline    string
+	MessageID   string // the original's Pub/Sub message ID
+	PublishTime time.Time
+	FailedAt    time.Time
+	Reason      Reason
+	Error       string // at most MaxErrorBytes
+	// Attributes are the original's, without any pubsink_* attribute.
+	Attributes map[string]string
+	Data       []byte
+	// Truncated is empty unless the output could not hold the copy whole
+	// (only the Topic output, near Pub/Sub's size limits); it says what was
+	// cut.
+	Truncated string
+}
+
+// newCopy describes m, dead-lettered by pipeline at now. It copies the
+// attribute map (the caller's stays untouched) and shares m.Data, which is
+// never modified.
+func newCopy(pipeline string, m *source.Message, reason Reason, cause error, now time.Time) *Copy {
+	c := &Copy{
+		Pipeline:    pipeline,
+		MessageID:   m.ID,
+		PublishTime: m.PublishTime.UTC(),
+		FailedAt:    now.UTC(),
+		Reason:      reason,
+		Attributes:  make(map[string]string, len(m.Attributes)),
+		Data:        m.Data,
+	}
+	if cause != nil {
+		c.Error = errorText(cause.Error())
+	}
+	for k, v := range m.Attributes {
+		if !strings.HasPrefix(k, AttrPrefix) {
+			c.Attributes[k] = v
+		}
+	}
+	return c
+}
+
+// errorText makes s fit an attribute value: valid UTF-8 (a proto3 string
+// must be) and at most MaxErrorBytes.
+func errorText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return truncateUTF8(s, MaxErrorBytes)
+}
+
+// truncateUTF8 cuts s to at most n bytes at a character boundary, marking
+// the cut with "…" (3 bytes) when n leaves room for it.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	if n >= len(ellipsis) {
+		n -= len(ellipsis)
+	} else {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
+}
+
+// fields returns the pubsink_* attributes of c.
+func (c *Copy) fields() map[string]string {
+	f := map[string]string{
+		AttrReason:      string(c.Reason),
+		AttrError:       c.Error,
+		AttrPipeline:    c.Pipeline,
+		AttrMessageID:   c.MessageID,
+		AttrPublishTime: formatTime(c.PublishTime),
+		AttrFailedAt:    formatTime(c.FailedAt),
+	}
+	if c.Truncated != "" {
+		f[AttrTruncated] = c.Truncated
+	}
+	return f
+}
+
+// AllAttributes returns the attributes of the dead-letter message: the
+// original's plus the pubsink_* ones. It is what the Topic output publishes.
+func (c *Copy) AllAttributes() map[string]string {
+	a := make(map[string]string, len(c.Attributes)+7)
+	maps.Copy(a, c.Attributes)
+	maps.Copy(a, c.fields())
+	return a
+}
+
+// copyFromAttributes rebuilds a Copy from a dead-letter message's data and
+// attributes. It fails when a field that replay needs is missing or
+// malformed: such a message was not written by pubsink.
+func copyFromAttributes(data []byte, attrs map[string]string) (*Copy, error) {
+	c := &Copy{Data: data, Attributes: make(map[string]string, len(attrs))}
+	for k, v := range attrs {
+		if !strings.HasPrefix(k, AttrPrefix) {
+			c.Attributes[k] = v
+		}
+	}
+	if err := c.setFields(attrs); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// setFields fills c's pubsink fields from their attribute names.
+func (c *Copy) setFields(f map[string]string) error {
+	c.Pipeline, c.MessageID = f[AttrPipeline], f[AttrMessageID]
+	c.Error, c.Truncated = f[AttrError], f[AttrTruncated]
+	var errs []error
+	if c.Pipeline == "" || c.MessageID == "" {
+		errs = append(errs, fmt.Errorf("%s or %s is missing", AttrPipeline, AttrMessageID))
+	}
+	r, ok := ParseReason(f[AttrReason])
+	if !ok {
+		errs = append(errs, fmt.Errorf("%s %q is not a reason", AttrReason, f[AttrReason]))
+	}
+	c.Reason = r
+	var err error
+	if c.PublishTime, err = parseTime(f[AttrPublishTime]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", AttrPublishTime, err))
+	}
+	if c.FailedAt, err = parseTime(f[AttrFailedAt]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", AttrFailedAt, err))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("not a pubsink dead-letter copy: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not RFC 3339", s)
+	}
+	return t.UTC(), nil
+}

@@ -1,0 +1,167 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// TestTopicCopyCarriesTheContractAttributes checks the attribute set of
+// DESIGN.md "Dead letter" on a message published by the Topic output.
+func TestTopicCopyCarriesTheContractAttributes(t *testing.T) {
+	f := newFakes(t)
+	dl := f.outputs()[KindTopic]
+	out := f.open(f.pipeline("orders", dl))
+	m := message(7)
+	if err := out.Send(context.Background(), m, MissingField, errors.New(`row_key: attribute "customer" is missing`)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.ps.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("%d messages published, want 1", len(msgs))
+	}
+	got := msgs[0]
+	want := map[string]string{
+		"id":                 "r007",
+		"kind":               "test",
+		"pubsink_reason":     "missing_field",
+		"pubsink_error":      `row_key: attribute "customer" is missing`,
+		"pubsink_pipeline":   "orders",
+		"pubsink_message_id": "1007",
+		// RFC 3339 in UTC, with the precision Pub/Sub gives.
+		"pubsink_publish_time": "2026-06-01T00:00:07.123456789Z",
+		"pubsink_failed_at":    "2026-06-02T03:04:05.000006Z",
+	}
+	if !maps.Equal(got.Attributes, want) {
+		t.Errorf("attributes:\n got %v\nwant %v", got.Attributes, want)
+	}
+	if string(got.Data) != string(m.Data) {
+		t.Errorf("data %q, want %q", got.Data, m.Data)
+	}
+	if got.Topic != "projects/p/topics/dlq" {
+		t.Errorf("published to %s", got.Topic)
+	}
+}
+
+func TestErrorTextFitsAnAttribute(t *testing.T) {
+	t.Run("a long text is cut at a character boundary and marked", func(t *testing.T) {
+		long := strings.Repeat("é", 2000) // 2 bytes each
+		got := errorText(long)
+		if len(got) > MaxErrorBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+			t.Fatalf("%d bytes, valid %v, suffix %q", len(got), utf8.ValidString(got), got[len(got)-3:])
+		}
+	})
+	t.Run("invalid UTF-8 is replaced, since attributes are proto strings", func(t *testing.T) {
+		if got := errorText("bad \xff byte"); got != "bad \uFFFD byte" {
+			t.Fatalf("%q", got)
+		}
+	})
+	t.Run("a short text is kept as is", func(t *testing.T) {
+		if got := errorText("short"); got != "short" {
+			t.Fatalf("%q", got)
+		}
+	})
+	t.Run("a copy without a cause has an empty error", func(t *testing.T) {
+		c := newCopy("p", message(1), Late, nil, time.Now())
+		if c.Error != "" {
+			t.Fatalf("%q", c.Error)
+		}
+	})
+}
+
+// TestCopiesThatPubSubCannotHoldAreCutAndMarked covers the only case where
+// a copy is not whole: a Topic output and an original at Pub/Sub's limits.
+func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
+	const topic = "projects/p/topics/dlq"
+	size := func(m *pubsub.Message) int {
+		return proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes})
+	}
+	t.Run("a copy that fits is left whole", func(t *testing.T) {
+		c := newCopy("p", message(1), TooLarge, errors.New("x"), time.Now())
+		m := fitPubSub(c, topic)
+		if c.Truncated != "" || m.Attributes[AttrTruncated] != "" || string(m.Data) != string(message(1).Data) {
+			t.Fatalf("cut: %q", c.Truncated)
+		}
+	})
+	t.Run("a payload at the limit loses its error text first, then its tail", func(t *testing.T) {
+		orig := message(1)
+		orig.Data = make([]byte, maxMessageBytes(topic)-50) // fits alone, not with the pubsink attributes
+		c := newCopy("p", orig, SinkRejected, errors.New(strings.Repeat("e", 900)), time.Now())
+		m := fitPubSub(c, topic)
+		if got := size(m); got > maxMessageBytes(topic) {
+			t.Fatalf("copy is %d bytes, over %d", got, maxMessageBytes(topic))
+		}
+		if c.Error != "" {
+			t.Errorf("error text %d bytes, want it given up first", len(c.Error))
+		}
+		want := fmt.Sprintf("data: %d of %d bytes kept", len(m.Data), len(orig.Data))
+		if m.Attributes[AttrTruncated] != want || len(m.Data) >= len(orig.Data) {
+			t.Errorf("pubsink_truncated %q, want %q", m.Attributes[AttrTruncated], want)
+		}
+		if size(m) < maxMessageBytes(topic)-32 {
+			t.Errorf("cut more than needed: %d bytes of %d", size(m), maxMessageBytes(topic))
+		}
+	})
+	t.Run("a payload near the limit keeps all its data when the error text makes room", func(t *testing.T) {
+		orig := message(1)
+		orig.Data = make([]byte, maxMessageBytes(topic)-600)
+		c := newCopy("p", orig, SinkRejected, errors.New(strings.Repeat("e", 1000)), time.Now())
+		m := fitPubSub(c, topic)
+		if c.Truncated != "" || len(m.Data) != len(orig.Data) || size(m) > maxMessageBytes(topic) {
+			t.Fatalf("truncated %q, %d of %d bytes, size %d", c.Truncated, len(m.Data), len(orig.Data), size(m))
+		}
+		if c.Error == "" {
+			t.Error("the error text was given up though part of it fits")
+		}
+	})
+	t.Run("too many attributes keeps the first in key order and says so", func(t *testing.T) {
+		orig := message(1)
+		orig.Attributes = map[string]string{}
+		for i := range 99 {
+			orig.Attributes[fmt.Sprintf("a%02d", i)] = "v"
+		}
+		c := newCopy("p", orig, MissingField, nil, time.Now())
+		m := fitPubSub(c, topic)
+		if len(m.Attributes) > maxAttributes {
+			t.Fatalf("%d attributes", len(m.Attributes))
+		}
+		if m.Attributes[AttrTruncated] != "attributes: 93 of 99 kept" || m.Attributes["a92"] != "v" || m.Attributes["a93"] != "" {
+			t.Fatalf("pubsink_truncated %q; a92 %q a93 %q", m.Attributes[AttrTruncated], m.Attributes["a92"], m.Attributes["a93"])
+		}
+	})
+}
+
+func TestCopyFromAttributesRefusesForeignMessages(t *testing.T) {
+	c := newCopy("orders", message(3), BadEventTime, errors.New("bad ts"), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	back, err := copyFromAttributes(c.Data, c.AllAttributes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.MessageID != c.MessageID || back.Reason != c.Reason || !back.PublishTime.Equal(c.PublishTime) || !maps.Equal(back.Attributes, c.Attributes) {
+		t.Fatalf("round trip: %+v, want %+v", back, c)
+	}
+	for name, attrs := range map[string]map[string]string{
+		"no pubsink attributes": {"id": "x"},
+		"an unknown reason":     with(c.AllAttributes(), AttrReason, "typo"),
+		"a bad time":            with(c.AllAttributes(), AttrFailedAt, "yesterday"),
+		"no message ID":         with(c.AllAttributes(), AttrMessageID, ""),
+	} {
+		if _, err := copyFromAttributes(nil, attrs); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func with(m map[string]string, k, v string) map[string]string {
+	m[k] = v
+	return m
+}

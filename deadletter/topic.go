@@ -1,0 +1,175 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"go.uber.org/zap"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pubsink/pubsink/source"
+)
+
+// Pub/Sub's limits on one message (https://cloud.google.com/pubsub/quotas).
+const (
+	// maxAttributes is the most attributes a message may carry.
+	maxAttributes = 100
+	// requestSlack is kept free under the client's request limit for the
+	// request's own framing, beyond what the client itself reserves.
+	requestSlack = 64
+)
+
+// Topic publishes dead-letter copies to a Pub/Sub topic: the original data
+// and attributes plus the pubsink_* attributes. Concurrent sends are batched
+// by the client's publisher (10 ms, 100 messages or 1 MB).
+type Topic struct {
+	log      *zap.Logger
+	name     string // projects/P/topics/T
+	pipeline string
+	pub      *pubsub.Publisher
+	now      func() time.Time
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed once the publisher has stopped
+}
+
+// openTopic checks that the topic exists, warns if nothing subscribes to it
+// (Pub/Sub drops what is published to a topic without subscriptions), and
+// returns its output.
+func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name, pipeline string) (*Topic, error) {
+	log = log.With(zap.String("topic", name))
+	_, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name})
+	switch status.Code(err) {
+	case codes.OK:
+		checkSubscribed(ctx, log, client, name)
+	case codes.NotFound:
+		return nil, fmt.Errorf("dead-letter topic %s does not exist (create it with its replay subscription, or run `pubsink setup`)", name)
+	case codes.PermissionDenied:
+		// roles/pubsub.publisher may publish but not read the topic. A
+		// missing topic then shows as failing sends, which are retried and
+		// logged, never acked.
+		log.Warn("cannot check that the dead-letter topic exists (no pubsub.topics.get permission)", zap.Error(err))
+	default:
+		return nil, fmt.Errorf("get dead-letter topic %s: %w", name, err)
+	}
+	return &Topic{
+		log:      log,
+		name:     name,
+		pipeline: pipeline,
+		pub:      client.Publisher(name),
+		now:      time.Now,
+		stopped:  make(chan struct{}),
+	}, nil
+}
+
+// checkSubscribed warns when the topic has no subscription.
+func checkSubscribed(ctx context.Context, log *zap.Logger, client *pubsub.Client, name string) {
+	it := client.TopicAdminClient.ListTopicSubscriptions(ctx, &pubsubpb.ListTopicSubscriptionsRequest{Topic: name, PageSize: 1})
+	_, err := it.Next()
+	switch {
+	case errors.Is(err, iterator.Done):
+		log.Warn("the dead-letter topic has no subscription: Pub/Sub discards what is published to it, so dead-lettered messages would be lost; create one (`pubsink setup` creates the replay subscription)")
+	case err != nil:
+		log.Warn("cannot list the subscriptions of the dead-letter topic", zap.Error(err))
+	}
+}
+
+// Send publishes the copy of m and returns once Pub/Sub confirmed it. See
+// Output.
+func (t *Topic) Send(ctx context.Context, m *source.Message, reason Reason, cause error) error {
+	c := newCopy(t.pipeline, m, reason, cause, t.now())
+	msg := fitPubSub(c, t.name)
+	if c.Truncated != "" {
+		t.log.Error("the dead-letter copy does not fit in a Pub/Sub message and was truncated; use a bigtable_table or file output to keep such messages whole",
+			zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.String("truncated", c.Truncated))
+	}
+	if _, err := t.pub.Publish(ctx, msg).Get(ctx); err != nil {
+		return fmt.Errorf("publish to dead-letter topic %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// Close flushes the publisher and stops it. See Output. If ctx ends first,
+// the publisher goes on stopping in the background, and a later Close waits
+// for it.
+func (t *Topic) Close(ctx context.Context) error {
+	t.stopOnce.Do(func() {
+		go func() {
+			t.pub.Stop()
+			close(t.stopped)
+		}()
+	})
+	select {
+	case <-t.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// maxMessageBytes is the largest encoded message the client publishes to
+// topic: its request limit less the request's framing.
+func maxMessageBytes(topic string) int {
+	return pubsub.MaxPublishRequestBytes - len(topic) - requestSlack
+}
+
+// fitPubSub returns the Pub/Sub message carrying c, within Pub/Sub's limits
+// for a publish to topic. A copy of a message that Pub/Sub delivered almost
+// always fits; when it does not, it is cut, in this order, and c is updated
+// to say what it carries:
+//
+//  1. More than maxAttributes attributes with the pubsink_* ones: the
+//     original attributes are kept in key order up to the limit (Truncated
+//     says how many were kept).
+//  2. Over the size limit (an original within about 1 KiB of it): the error
+//     text is shortened first (it is only for humans), then the data is cut
+//     at the end (Truncated says how many bytes were kept).
+//
+// A cut copy is still a copy: the original is acked and nothing is dropped
+// silently; the cut is logged and marked, and replay does not republish it.
+func fitPubSub(c *Copy, topic string) *pubsub.Message {
+	var cuts []string
+	if n := len(c.Attributes); n+len(c.fields())+1 > maxAttributes {
+		keep := maxAttributes - len(c.fields()) - 1 // room for pubsink_truncated
+		kept := make(map[string]string, keep)
+		for _, k := range slices.Sorted(maps.Keys(c.Attributes))[:keep] {
+			kept[k] = c.Attributes[k]
+		}
+		c.Attributes = kept
+		cuts = append(cuts, fmt.Sprintf("attributes: %d of %d kept", keep, n))
+		c.Truncated = cuts[0]
+	}
+	limit := maxMessageBytes(topic)
+	size := func() int {
+		return proto.Size(&pubsubpb.PubsubMessage{Data: c.Data, Attributes: c.AllAttributes()})
+	}
+	if over := size() - limit; over > 0 {
+		c.Error = truncateUTF8(c.Error, max(0, len(c.Error)-over))
+	}
+	if over := size() - limit; over > 0 {
+		// The marker's own length depends on the kept length; reserve it
+		// with the widest value (the full length), then fill it in. The
+		// number can only get shorter, so the message only gets smaller.
+		full := len(c.Data)
+		mark := func(kept int) string {
+			return strings.Join(append(cuts, fmt.Sprintf("data: %d of %d bytes kept", kept, full)), "; ")
+		}
+		c.Truncated = mark(full)
+		over = size() - limit
+		kept := max(0, full-over)
+		c.Data = c.Data[:kept:kept]
+		c.Truncated = mark(kept)
+	}
+	return &pubsub.Message{Data: c.Data, Attributes: c.AllAttributes()}
+}
