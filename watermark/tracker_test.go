@@ -1,0 +1,344 @@
+package watermark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/bigtable/bttest"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"go.uber.org/zap"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/state"
+	"github.com/pubsink/pubsink/source"
+)
+
+const (
+	project    = "proj"
+	instance   = "inst"
+	stateTable = "pubsink_state"
+)
+
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// fakePubSub is a pstest server with one topic and two subscriptions on
+// it, main and tracking, as setup creates them.
+type fakePubSub struct {
+	client          *pubsub.Client
+	topic           string
+	main, tracking  string
+	publisher       *pubsub.Publisher
+	publishedEvents []time.Time
+}
+
+func newFakePubSub(t testing.TB) *fakePubSub {
+	t.Helper()
+	srv := pstest.NewServer()
+	t.Cleanup(func() { srv.Close() })
+	ctx := context.Background()
+	client, err := pubsub.NewClient(ctx, project, option.WithGRPCConn(dial(t, srv.Addr)), option.WithTelemetryDisabled())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	f := &fakePubSub{client: client, topic: "projects/proj/topics/events",
+		main: "projects/proj/subscriptions/events-main", tracking: "projects/proj/subscriptions/events-tracking"}
+	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: f.topic}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{f.main, f.tracking} {
+		if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: s, Topic: f.topic, AckDeadlineSeconds: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.publisher = client.Publisher(f.topic)
+	t.Cleanup(f.publisher.Stop)
+	return f
+}
+
+// publish publishes one message with event time ev in attribute ts
+// (milliseconds since the epoch) and returns its ID.
+func (f *fakePubSub) publish(t testing.TB, ev time.Time) string {
+	t.Helper()
+	id, err := f.publisher.Publish(context.Background(), &pubsub.Message{
+		Data:       []byte("x"),
+		Attributes: map[string]string{"ts": strconv.FormatInt(ev.UnixMilli(), 10)},
+	}).Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (f *fakePubSub) source(sub string) *source.Source {
+	return source.New(f.client, zap.NewNop(), sub, config.Source{Streams: 2, MaxOutstandingMessages: 1000}, 64<<20)
+}
+
+// newStateTable starts a bttest server with the state table and returns a
+// client of it.
+func newStateTable(t testing.TB) *bigtable.Client {
+	t.Helper()
+	srv, err := bttest.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	conn := dial(t, srv.Addr)
+	ctx := context.Background()
+	admin, err := bigtable.NewAdminClient(ctx, project, instance, option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTable(ctx, stateTable); err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range state.Families(10 * time.Minute) {
+		if err := admin.CreateColumnFamily(ctx, stateTable, fam.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.SetGCPolicy(ctx, stateTable, fam.Name, fam.GC); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client, err := bigtable.NewClientWithConfig(ctx, project, instance,
+		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// fastConfig shrinks every period so that a test runs in about a second.
+func fastConfig(m *metrics.Pipeline) Config {
+	return Config{
+		Pipeline: "orders", StateTable: stateTable,
+		TimestampAttribute: "ts", TimestampFormat: config.TimestampAuto,
+		Band: 300 * time.Millisecond, Tick: 10 * time.Millisecond, Transit: 100 * time.Millisecond,
+		Idle: 200 * time.Millisecond, StoreEvery: 50 * time.Millisecond,
+		Metrics: m,
+	}
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores runs the
+// tracker on pstest with a stand-in pipeline reading the main subscription:
+// it finishes every message but one, which it holds until told. The
+// watermark must stay at or below that message's event time, then reach the
+// last event time minus the band, and be stored; a new tracker on the same
+// state table starts from the stored value.
+func TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores(t *testing.T) {
+	ps := newFakePubSub(t)
+	bt := newStateTable(t)
+	m := metrics.New().Pipeline("orders")
+	tr, err := NewTracker(ps.source(ps.tracking), bt, zap.NewNop(), fastConfig(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Watermark().IsZero() {
+		t.Fatalf("watermark %v with nothing stored, want zero", tr.Watermark())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := tr.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	release := make(chan struct{})
+	var heldID string
+	var heldMu sync.Mutex
+	et, _ := NewEventTime("ts", config.TimestampAuto)
+	mainSrc := ps.source(ps.main)
+	go func() {
+		defer wg.Done()
+		mainSrc.Run(ctx, context.WithoutCancel(ctx), func(_ context.Context, msg *source.Message) bool {
+			m.InFlight.Inc()
+			defer m.InFlight.Dec()
+			heldMu.Lock()
+			held := msg.ID == heldID
+			heldMu.Unlock()
+			if held {
+				<-release
+			}
+			ev, _ := et.Of(msg.Attributes, msg.PublishTime)
+			tr.Finished(msg, ev)
+			return true
+		})
+	}()
+
+	start := time.Now()
+	// The held message first, with an event time a little in the past.
+	heldEvent := start.Add(-200 * time.Millisecond)
+	heldMu.Lock()
+	heldID = ps.publish(t, heldEvent)
+	heldMu.Unlock()
+	var last time.Time
+	for i := range 20 {
+		last = start.Add(time.Duration(i) * 10 * time.Millisecond)
+		ps.publish(t, last)
+	}
+	// Well past the band and the idle period: only the held message keeps
+	// the watermark back.
+	time.Sleep(time.Second)
+	if wm := tr.Watermark(); wm.After(heldEvent) {
+		t.Fatalf("watermark %v passed the unfinished event time %v", wm, heldEvent)
+	}
+	if wm := tr.Watermark(); wm.Before(heldEvent.Add(-time.Second)) {
+		t.Errorf("watermark %v, want it held just behind the unfinished %v (exact to a second)", wm, heldEvent)
+	}
+	close(release)
+	want := last.Add(-300 * time.Millisecond)
+	waitFor(t, "watermark reaches the last event time minus the band", 5*time.Second, func() bool { return !tr.Watermark().Before(want) })
+	if got := metrics.Value(m.Watermark); got < float64(want.UnixNano())/1e9 {
+		t.Errorf("gauge %f, want at least %f", got, float64(want.UnixNano())/1e9)
+	}
+	cancel()
+	wg.Wait()
+	if err := tr.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	final := tr.Watermark()
+
+	stored, err := newBigtableStore(bt, stateTable, "orders").Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.Equal(final.Truncate(time.Millisecond)) {
+		t.Fatalf("stored %v, want the final watermark %v to the millisecond", stored, final)
+	}
+
+	again, err := NewTracker(ps.source(ps.tracking), bt, zap.NewNop(), fastConfig(metrics.New().Pipeline("orders")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Watermark().Equal(stored) {
+		t.Fatalf("restarted tracker starts at %v, want the stored %v", again.Watermark(), stored)
+	}
+}
+
+func TestStoredWatermarkNeverMovesBackwards(t *testing.T) {
+	bt := newStateTable(t)
+	s := newBigtableStore(bt, stateTable, "orders")
+	ctx := context.Background()
+	if got, err := s.Load(ctx); err != nil || !got.IsZero() {
+		t.Fatalf("Load of nothing = %v, %v; want zero", got, err)
+	}
+	later := time.Date(2026, 6, 1, 12, 0, 5, 123_456_789, time.UTC)
+	earlier := later.Add(-time.Minute)
+	for _, wm := range []time.Time{later, earlier, later} {
+		if err := s.Save(ctx, wm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Load(ctx)
+	if err != nil || !got.Equal(later.Truncate(time.Millisecond)) {
+		t.Fatalf("Load = %v, %v; want %v", got, err, later.Truncate(time.Millisecond))
+	}
+	// The cell outside readers rely on (DESIGN.md).
+	row, err := bt.Open(stateTable).ReadRow(ctx, "watermark#orders", bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := row[state.FamilyMeta]
+	if len(cells) != 1 || cells[0].Column != "m:watermark" || string(cells[0].Value) != "2026-06-01T12:00:05.123Z" {
+		t.Fatalf("stored cells %+v, want m:watermark = 2026-06-01T12:00:05.123Z", cells)
+	}
+}
+
+func TestRunFailsWhenTheStateTableIsMissing(t *testing.T) {
+	ps := newFakePubSub(t)
+	bt := newStateTable(t)
+	cfg := fastConfig(metrics.New().Pipeline("orders"))
+	cfg.StateTable = "missing"
+	tr, err := NewTracker(ps.source(ps.tracking), bt, zap.NewNop(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Run(ctx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v, want an error naming the missing table", err)
+	}
+}
+
+func TestNewTrackerRejectsAnUnknownTimestampFormat(t *testing.T) {
+	cfg := fastConfig(metrics.New().Pipeline("orders"))
+	cfg.TimestampFormat = "iso"
+	if _, err := NewTracker(nil, nil, zap.NewNop(), cfg); err == nil {
+		t.Fatal("want an error")
+	}
+}
+
+func TestCloseIsIdempotentAndBoundedByItsContext(t *testing.T) {
+	cfg := fastConfig(metrics.New().Pipeline("orders"))
+	blocked := make(chan struct{})
+	cfg.Store = blockingStore{blocked}
+	tr, err := NewTracker(nil, nil, zap.NewNop(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.loaded.Store(true)
+	tr.publish(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := tr.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want the context's error", err)
+	}
+	if err := tr.Close(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Close = %v, want the first result", err)
+	}
+}
+
+type blockingStore struct{ ch chan struct{} }
+
+func (blockingStore) Load(context.Context) (time.Time, error) { return time.Time{}, nil }
+func (s blockingStore) Save(ctx context.Context, _ time.Time) error {
+	select {
+	case <-s.ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("save: %w", ctx.Err())
+	}
+}
