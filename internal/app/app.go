@@ -1,0 +1,287 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/server"
+	"github.com/pubsink/pubsink/pipeline"
+	"github.com/pubsink/pubsink/sinks"
+	btsink "github.com/pubsink/pubsink/sinks/bigtable"
+	"github.com/pubsink/pubsink/sinks/stdout"
+	"github.com/pubsink/pubsink/source"
+)
+
+// Options are what a caller may inject instead of the defaults; the zero
+// value runs against Google Cloud (or the emulators named by
+// PUBSUB_EMULATOR_HOST and BIGTABLE_EMULATOR_HOST).
+type Options struct {
+	// PubSub is the client to use; nil: one is created for cfg.Project and
+	// closed by the App.
+	PubSub *pubsub.Client
+	// Bigtable opens the data client of an instance; nil: clients are
+	// created for cfg.Project. The App closes the clients either way.
+	Bigtable func(ctx context.Context, instance string) (*bigtable.Client, error)
+	// Stdout receives the rows of stdout sinks; nil means os.Stdout.
+	Stdout io.Writer
+	// WrapSink, if set, wraps every pipeline's sink (fault injection in
+	// tests).
+	WrapSink func(pipeline string, s sinks.Sink) sinks.Sink
+	// HTTPAddr overrides http.addr ("" keeps it; "-" serves no HTTP).
+	HTTPAddr string
+}
+
+// App is every pipeline of one configuration, running in this process,
+// with the HTTP server.
+type App struct {
+	cfg       *config.Config
+	log       *zap.Logger
+	opts      Options
+	metrics   *metrics.Metrics
+	pubsub    *pubsub.Client
+	ownPubSub bool
+	bigtables map[string]*bigtable.Client // by instance
+	pipelines []*pipeline.Pipeline
+	server    *server.Server
+}
+
+// Open connects the clients, checks that every subscription exists and
+// builds the pipelines. It returns an error naming what is missing.
+func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
+	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[string]*bigtable.Client{}}
+	defer func() {
+		if err != nil {
+			a.closeClients()
+		}
+	}()
+	a.pubsub = opts.PubSub
+	if a.pubsub == nil {
+		if a.pubsub, err = pubsub.NewClient(ctx, cfg.Project); err != nil {
+			return nil, fmt.Errorf("pubsub client: %w", err)
+		}
+		a.ownPubSub = true
+	}
+	memLimit := source.MemoryLimit()
+	for _, pc := range cfg.Pipelines {
+		p, err := a.build(ctx, pc, memLimit)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", pc.Name, err)
+		}
+		a.pipelines = append(a.pipelines, p)
+	}
+	addr := cfg.HTTP.Addr
+	if opts.HTTPAddr != "" {
+		addr = opts.HTTPAddr
+	}
+	if addr != "-" {
+		a.server, err = server.Listen(log, addr, a.metrics.Registry, server.Probes{Ready: a.Ready, Status: a.Status})
+		if err != nil {
+			return nil, fmt.Errorf("http.addr %s: %w", addr, err)
+		}
+	}
+	return a, nil
+}
+
+// build wires one pipeline from its configuration.
+func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*pipeline.Pipeline, error) {
+	maxBytes := int64(pc.Source.MaxOutstandingBytes)
+	if maxBytes == 0 {
+		maxBytes = source.DefaultMaxOutstandingBytes(memLimit, len(a.cfg.Pipelines))
+	}
+	src := source.New(a.pubsub, a.log, a.cfg.SubscriptionName(pc.Source.Subscription), pc.Source, maxBytes)
+	if _, err := src.Check(ctx); err != nil {
+		return nil, err
+	}
+
+	m := a.metrics.Pipeline(pc.Name)
+	var sink sinks.Sink
+	var limits sinks.Limits
+	switch pc.Sink.Type {
+	case config.SinkStdout:
+		w := a.opts.Stdout
+		if w == nil {
+			w = os.Stdout
+		}
+		sink = stdout.New(w, a.log, pc.Sink)
+	default:
+		bt, err := a.bigtable(ctx, pc.Sink.Instance)
+		if err != nil {
+			return nil, err
+		}
+		s := btsink.New(bt, a.log.With(zap.String("pipeline", pc.Name)), pc.Sink, m.SinkWrite)
+		if err := s.Check(ctx); err != nil {
+			return nil, err
+		}
+		sink, limits = s, btsink.Limits
+	}
+	if a.opts.WrapSink != nil {
+		sink = a.opts.WrapSink(pc.Name, sink)
+	}
+	deps := pipeline.Deps{
+		Source:  src,
+		Sink:    sink,
+		Limits:  limits,
+		Metrics: m,
+	}
+	// Each optional part is built in a file of its own (dedupe.go,
+	// watermark.go, deadletter.go); a nil part is left out.
+	var err error
+	if deps.Dedupe, err = a.dedupe(ctx, pc, m); err != nil {
+		return nil, err
+	}
+	if deps.Tracker, err = a.tracker(ctx, pc, src, m); err != nil {
+		return nil, err
+	}
+	if deps.DeadLetter, err = a.deadLetter(ctx, pc, m); err != nil {
+		return nil, err
+	}
+	return pipeline.New(a.log, pc, deps)
+}
+
+// bigtable returns the shared client of an instance.
+func (a *App) bigtable(ctx context.Context, instance string) (*bigtable.Client, error) {
+	if c, ok := a.bigtables[instance]; ok {
+		return c, nil
+	}
+	var c *bigtable.Client
+	var err error
+	if a.opts.Bigtable != nil {
+		c, err = a.opts.Bigtable(ctx, instance)
+	} else {
+		c, err = bigtable.NewClient(ctx, a.cfg.Project, instance)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bigtable client for instance %s: %w", instance, err)
+	}
+	a.bigtables[instance] = c
+	return c, nil
+}
+
+// Addr is the address of the HTTP server ("" when there is none).
+func (a *App) Addr() string {
+	if a.server == nil {
+		return ""
+	}
+	return a.server.Addr()
+}
+
+// Pipelines returns the pipelines, in configuration order.
+func (a *App) Pipelines() []*pipeline.Pipeline { return a.pipelines }
+
+// Metrics returns the process's metrics.
+func (a *App) Metrics() *metrics.Metrics { return a.metrics }
+
+// Ready returns nil when every pipeline is receiving and its sink answers.
+func (a *App) Ready(ctx context.Context) error {
+	var errs []error
+	for _, p := range a.pipelines {
+		errs = append(errs, p.Ready(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// Status returns the status of every pipeline.
+func (a *App) Status() any {
+	out := struct {
+		Pipelines []pipeline.Status `json:"pipelines"`
+	}{}
+	for _, p := range a.pipelines {
+		out.Pipelines = append(out.Pipelines, p.Status())
+	}
+	return out
+}
+
+// Run runs every pipeline until ctx ends (SIGTERM, SIGINT), then stops them
+// gracefully, and returns nil after a clean stop. The order of a stop:
+//
+//  1. ctx ends: every source stops pulling; messages in flight go on.
+//  2. In-flight messages finish (batches flush on their timer) and are
+//     acked. Those still unfinished when shutdown_timeout runs out see their
+//     work context end and are nacked, for Pub/Sub to redeliver.
+//  3. The pipelines close their parts (sink, dedupe catalog, dead-letter
+//     output, watermark tracker) within what is left of shutdown_timeout.
+//  4. The HTTP server stops last, so that probes and metrics stay visible
+//     while draining; then the clients close.
+//
+// If a pipeline fails, every other one is stopped the same way and Run
+// returns the failure.
+func (a *App) Run(ctx context.Context) error {
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+
+	// The work context outlives runCtx by shutdown_timeout.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var deadline time.Time
+	var once sync.Once
+	stopWork := func() {
+		once.Do(func() {
+			deadline = time.Now().Add(a.cfg.ShutdownTimeout)
+			time.AfterFunc(a.cfg.ShutdownTimeout, cancelWork)
+		})
+	}
+	go func() { <-runCtx.Done(); stopWork() }()
+
+	if a.server != nil {
+		go func() {
+			if err := a.server.Serve(); err != nil {
+				a.log.Error("http server failed", zap.Error(err))
+			}
+		}()
+	}
+
+	var g errgroup.Group
+	for _, p := range a.pipelines {
+		g.Go(func() error {
+			err := p.Run(runCtx, workCtx)
+			if err != nil {
+				a.log.Error("pipeline failed; stopping all", zap.String("pipeline", p.Name()), zap.Error(err))
+				stopAll()
+			}
+			return err
+		})
+	}
+	runErr := g.Wait()
+	stopWork()
+	a.log.Info("pipelines stopped receiving; closing")
+
+	closeCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	var closeErrs []error
+	for _, p := range a.pipelines {
+		if err := p.Close(closeCtx); err != nil {
+			closeErrs = append(closeErrs, fmt.Errorf("close pipeline %s: %w", p.Name(), err))
+		}
+	}
+	if a.server != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		a.server.Shutdown(sctx)
+		scancel()
+	}
+	a.closeClients()
+	if runErr != nil {
+		return runErr
+	}
+	return errors.Join(closeErrs...)
+}
+
+func (a *App) closeClients() {
+	if a.pubsub != nil && a.ownPubSub {
+		a.pubsub.Close()
+	}
+	for _, c := range a.bigtables {
+		c.Close()
+	}
+}

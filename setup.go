@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/setup"
+)
+
+func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	path := configFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	ps, err := pubsub.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return fmt.Errorf("pubsub client: %w", err)
+	}
+	defer ps.Close()
+	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
+		return bigtable.NewAdminClient(ctx, cfg.Project, instance)
+	}
+	if err := setup.Run(ctx, cfg, ps, admin, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "setup: done")
+	return nil
+}
