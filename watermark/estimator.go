@@ -89,6 +89,9 @@ func (e *estimator) finished(id string, publish, event time.Time) {
 
 // raise makes the watermark at least floor (the stored value at start).
 func (e *estimator) raise(floor time.Time) {
+	if floor.IsZero() {
+		return // nothing stored (and UnixNano of the zero time overflows)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if n := floor.UnixNano(); n > e.wm {

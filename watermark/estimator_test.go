@@ -340,6 +340,7 @@ func TestStalledTrackerHoldsTheWatermarkWhileThePipelineFinishes(t *testing.T) {
 
 func TestIdleTopicAdvancesWithRealTimeWhileTheSubscriptionAnswers(t *testing.T) {
 	s := newSim(t, t0)
+	s.e.raise(time.Time{}) // nothing stored
 	s.run(t0.Add(9 * time.Second))
 	if s.wm != never {
 		t.Fatalf("watermark %v before the startup quiet period passed; want unknown", s.watermark())
