@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/pipeline"
+	"github.com/pubsink/pubsink/source"
+	"github.com/pubsink/pubsink/watermark"
+)
+
+// Flow control of the tracking subscription. Its handler records a message
+// and acks it in about a microsecond, so messages are outstanding only
+// while in transit: the limits are there never to bind, and the extra
+// streams let the tracker pull faster than the pipeline, which must not
+// get ahead of it for long.
+const (
+	trackingMinStreams     = 4
+	trackingStreamsFactor  = 2
+	trackingMinOutstanding = 10_000
+	trackingOutstandingMul = 10
+)
+
+// tracker builds the watermark tracker of a pipeline with a tracking
+// subscription; nil otherwise. It checks that the tracking subscription
+// exists and is attached to the topic of the main one, and reads the stored
+// watermark (so that an unreadable state table is reported at start).
+func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, m *metrics.Pipeline) (pipeline.Tracker, error) {
+	if pc.Source.TrackingSubscription == "" {
+		return nil, nil // an untyped nil: the pipeline tests Tracker against nil
+	}
+	cfg := pc.Source
+	cfg.Streams = max(trackingStreamsFactor*pc.Source.Streams, trackingMinStreams)
+	cfg.MaxOutstandingMessages = max(trackingOutstandingMul*pc.Source.MaxOutstandingMessages, trackingMinOutstanding)
+	maxBytes := int64(pc.Source.MaxOutstandingBytes)
+	if maxBytes == 0 {
+		maxBytes = source.DefaultMaxOutstandingBytes(source.MemoryLimit(), len(a.cfg.Pipelines))
+	}
+	tracking := source.New(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
+		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, maxBytes)
+
+	mainTopic, err := main.Check(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("source.subscription: %w", err)
+	}
+	trackingTopic, err := tracking.Check(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("source.tracking_subscription: %w", err)
+	}
+	if trackingTopic != mainTopic {
+		return nil, fmt.Errorf("source.tracking_subscription: %s is attached to topic %s, but source.subscription %s is attached to %s; "+
+			"the tracking subscription must be a second subscription on the same topic",
+			tracking.Subscription(), trackingTopic, main.Subscription(), mainTopic)
+	}
+
+	state, err := a.bigtable(ctx, a.cfg.State.Instance)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := watermark.NewTracker(tracking, state, a.log, watermark.Config{
+		Pipeline:           pc.Name,
+		StateTable:         a.cfg.State.Table,
+		TimestampAttribute: pc.Source.TimestampAttribute,
+		TimestampFormat:    pc.Source.TimestampFormat,
+		Band:               pc.Watermark.EstimationBand,
+		Metrics:            m,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tr.Check(ctx); err != nil {
+		return nil, fmt.Errorf("state table %s: %w", a.cfg.State.Table, err)
+	}
+	return tr, nil
+}
