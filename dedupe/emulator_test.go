@@ -1,0 +1,203 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/metrics"
+)
+
+// emulatorClient starts the real Bigtable emulator with a state table and
+// returns a data client on it.
+func emulatorClient(t testing.TB) *bigtable.Client {
+	t.Helper()
+	emu := emulator.RequireBigtable(t)
+	client, admin, err := emu.Clients(context.Background(), "dedupe-test", "state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	defer admin.Close()
+	createStateTable(t, admin, testTable)
+	return client
+}
+
+// TestCatalogOnTheBigtableEmulator runs the catalog's reads, writes and
+// scans against the real emulator, with a fake clock for the window.
+func TestCatalogOnTheBigtableEmulator(t *testing.T) {
+	client := emulatorClient(t)
+	clk := newClock()
+	s := &countingStore{store: btStore{client.Open(testTable)}}
+	d := newTest(t, s, clk, Config{}, true)
+	if err := d.Check(context.Background()); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	commitRange(t, d, 0, 500)
+	long := strings.Repeat("k", 3000)
+	commitNew(t, d, long)
+
+	t.Run("a committed key is a duplicate within the window", func(t *testing.T) {
+		clk.Advance(9 * time.Minute)
+		for _, k := range []string{keyN(0), keyN(499), long} {
+			if !isDup(t, d, k) {
+				t.Errorf("%.20s is new", k)
+			}
+		}
+	})
+	t.Run("a restart finds the keys before and after its rebuild", func(t *testing.T) {
+		s2 := &countingStore{store: btStore{client.Open(testTable)}}
+		d2 := newTest(t, s2, clk, Config{}, false)
+		if !isDup(t, d2, keyN(42)) || s2.readRows.Load() != 1 {
+			t.Fatalf("before the rebuild: not a duplicate, or %d reads", s2.readRows.Load())
+		}
+		d2.rebuildFilters(context.Background())
+		if st := d2.Stats().(Stats); !st.Rebuilt || st.RebuildKeys != 501 {
+			t.Fatalf("rebuild: %+v", st)
+		}
+		if !isDup(t, d2, keyN(43)) || !isDup(t, d2, long) {
+			t.Fatal("a committed key is new after the rebuild")
+		}
+	})
+	t.Run("after the window the key is new again", func(t *testing.T) {
+		clk.Advance(time.Minute + time.Millisecond)
+		for _, k := range []string{keyN(0), long} {
+			if isDup(t, d, k) {
+				t.Errorf("%.20s is a duplicate after the window", k)
+			}
+		}
+		d3 := newTest(t, btStore{client.Open(testTable)}, clk, Config{}, true)
+		if st := d3.Stats().(Stats); st.RebuildKeys != 0 {
+			t.Errorf("a rebuild after the window found %d keys", st.RebuildKeys)
+		}
+	})
+	t.Run("the catalog's rows are spread over buckets", func(t *testing.T) {
+		seen := map[string]bool{}
+		err := client.Open(testTable).ReadRows(context.Background(), bigtable.PrefixRange("dedupe#orders#"), func(r bigtable.Row) bool {
+			seen[r.Key()[len("dedupe#orders#"):][:2]] = true
+			return true
+		}, bigtable.RowFilter(bigtable.StripValueFilter()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) < 200 {
+			t.Errorf("501 keys in %d buckets", len(seen))
+		}
+	})
+}
+
+// BenchmarkRebuild measures the start-up rebuild of the filters from a
+// catalog of 1M keys committed within the window, on the Bigtable emulator.
+// Writing the catalog is not timed.
+func BenchmarkRebuild(b *testing.B) {
+	const n = 1_000_000
+	client := emulatorClient(b)
+	clk := newClock()
+	cat := newCatalog("orders")
+	tbl := client.Open(testTable)
+	at := bigtable.Time(clk.Now().Add(-5 * time.Minute)).TruncateToMilliseconds()
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	start := time.Now()
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				from := int(next.Add(5000)) - 5000
+				if from >= n {
+					return
+				}
+				to := min(from+5000, n)
+				rows := make([]string, 0, to-from)
+				ats := make([]bigtable.Timestamp, 0, to-from)
+				for i := from; i < to; i++ {
+					id := idOf(fmt.Sprintf("order-%012d", i))
+					rows = append(rows, cat.row(id, hashOf(id.id)))
+					ats = append(ats, at)
+				}
+				errs, err := btStore{tbl}.write(context.Background(), rows, ats)
+				if err == nil && errs != nil {
+					for _, e := range errs {
+						if e != nil {
+							err = e
+							break
+						}
+					}
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	b.Logf("wrote %d catalog rows in %v", n, time.Since(start).Round(time.Millisecond))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d := newDedupe(btStore{tbl}, zap.NewNop(), Config{Pipeline: "orders", Table: testTable, Now: clk.Now, Metrics: metrics.New().Pipeline("orders")})
+		cpu := processCPU()
+		d.rebuildFilters(context.Background())
+		b.ReportMetric((processCPU() - cpu).Seconds(), "client-cpu-s")
+		st := d.Stats().(Stats)
+		if !st.Rebuilt || st.RebuildKeys != n {
+			b.Fatalf("rebuilt %v with %d keys", st.Rebuilt, st.RebuildKeys)
+		}
+		b.ReportMetric(float64(n)/st.RebuildSeconds, "keys/s")
+		b.ReportMetric(float64(st.FilterBytes)/(1<<20), "filter-MiB")
+		d.Close(context.Background())
+	}
+}
+
+// processCPU is the CPU time this process has used: a rebuild's share of
+// the work, the rest being the emulator's.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkClaimCommitOnTheEmulator is Check+Commit with the catalog writes
+// going to the Bigtable emulator, from 256 goroutines: the full cost of a
+// new key including its batched record.
+func BenchmarkClaimCommitOnTheEmulator(b *testing.B) {
+	client := emulatorClient(b)
+	d := newTest(b, btStore{client.Open(testTable)}, newClock(), Config{}, true)
+	keys := benchKeys(1 << 20)
+	ctx := context.Background()
+	b.SetParallelism(128)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var next atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c, dup, err := d.Claim(ctx, keys[int(next.Add(1))&(len(keys)-1)])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if dup {
+				continue
+			}
+			if err := c.Commit(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
