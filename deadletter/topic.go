@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -40,8 +41,12 @@ type Topic struct {
 	pub      *pubsub.Publisher
 	now      func() time.Time
 
-	stopOnce sync.Once
-	stopped  chan struct{} // closed once the publisher has stopped
+	// unsettled counts the publishes that may still be pending in the
+	// publisher: sends in progress, and sends that gave up on their ctx
+	// (never decremented). With none, stopping the publisher is immediate.
+	unsettled atomic.Int64
+	stopOnce  sync.Once
+	stopped   chan struct{} // closed once the publisher has stopped
 }
 
 // openTopic checks that the topic exists, warns if nothing subscribes to it
@@ -94,7 +99,15 @@ func (t *Topic) Send(ctx context.Context, m *source.Message, reason Reason, caus
 		t.log.Error("the dead-letter copy does not fit in a Pub/Sub message and was truncated; use a bigtable_table or file output to keep such messages whole",
 			zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.String("truncated", c.Truncated))
 	}
-	if _, err := t.pub.Publish(ctx, msg).Get(ctx); err != nil {
+	t.unsettled.Add(1)
+	res := t.pub.Publish(ctx, msg)
+	_, err := res.Get(ctx)
+	select {
+	case <-res.Ready():
+		t.unsettled.Add(-1)
+	default: // ctx ended first: the publish may still go out
+	}
+	if err != nil {
 		return fmt.Errorf("publish to dead-letter topic %s: %w", t.name, err)
 	}
 	return nil
@@ -105,6 +118,13 @@ func (t *Topic) Send(ctx context.Context, m *source.Message, reason Reason, caus
 // for it.
 func (t *Topic) Close(ctx context.Context) error {
 	t.stopOnce.Do(func() {
+		if t.unsettled.Load() == 0 {
+			// Nothing to flush: stop at once, so that a Close given an
+			// expired ctx (after shutdown_timeout) still succeeds.
+			t.pub.Stop()
+			close(t.stopped)
+			return
+		}
 		go func() {
 			t.pub.Stop()
 			close(t.stopped)
@@ -114,7 +134,12 @@ func (t *Topic) Close(ctx context.Context) error {
 	case <-t.stopped:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		select { // a stop that finished meanwhile is not cut short
+		case <-t.stopped:
+			return nil
+		default:
+			return ctx.Err()
+		}
 	}
 }
 
