@@ -90,7 +90,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	sum, err := deadletter.Replay(ctx, log, cfg, *p, clients, opts)
-	fmt.Fprint(stdout, sum)
+	if sum.To != "" { // the replay started
+		fmt.Fprint(stdout, sum)
+	}
 	if err != nil {
 		return fmt.Errorf("deadletter replay: %w", err)
 	}

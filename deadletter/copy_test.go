@@ -123,6 +123,17 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 			t.Error("the error text was given up though part of it fits")
 		}
 	})
+	t.Run("94 attributes and the six pubsink ones fit exactly", func(t *testing.T) {
+		orig := message(1)
+		orig.Attributes = map[string]string{}
+		for i := range 94 {
+			orig.Attributes[fmt.Sprintf("a%02d", i)] = "v"
+		}
+		c := newCopy("p", orig, MissingField, nil, time.Now())
+		if m := fitPubSub(c, topic); len(m.Attributes) != maxAttributes || c.Truncated != "" {
+			t.Fatalf("%d attributes, truncated %q", len(m.Attributes), c.Truncated)
+		}
+	})
 	t.Run("too many attributes keeps the first in key order and says so", func(t *testing.T) {
 		orig := message(1)
 		orig.Attributes = map[string]string{}

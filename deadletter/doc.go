@@ -49,7 +49,7 @@
 // The Table (a cell holds 100 MiB) and the File hold any message Pub/Sub
 // can deliver (10 MB) whole. A Topic copy adds about 300 bytes of
 // attributes plus the error text, so an original within about 1 KiB of
-// Pub/Sub's 10 MB limit, or with more than 93 attributes, does not fit
+// Pub/Sub's 10 MB limit, or with more than 94 attributes, does not fit
 // whole. Such a copy is still made, never dropped and never left to block
 // the pipeline: the error text is shortened first, then the end of the
 // data or the last attributes (in key order) are cut, and the copy gets

@@ -165,7 +165,7 @@ func maxMessageBytes(topic string) int {
 // silently; the cut is logged and marked, and replay does not republish it.
 func fitPubSub(c *Copy, topic string) *pubsub.Message {
 	var cuts []string
-	if n := len(c.Attributes); n+len(c.fields())+1 > maxAttributes {
+	if n := len(c.Attributes); n+len(c.fields()) > maxAttributes {
 		keep := maxAttributes - len(c.fields()) - 1 // room for pubsink_truncated
 		kept := make(map[string]string, keep)
 		for _, k := range slices.Sorted(maps.Keys(c.Attributes))[:keep] {
