@@ -16,6 +16,12 @@ import (
 	"github.com/pubsink/pubsink/config"
 )
 
+// leaseExtension is the longest lease pubsink asks for at a time. Pub/Sub's
+// stream default is 60 s: after a crash (SIGKILL, OOM, lost node) the
+// messages the process held would come back only a minute later. 15 s makes
+// that a quarter, for one extension call per 15 s per stream's inventory.
+const leaseExtension = 15 * time.Second
+
 // Handler decides the fate of one message. It is called concurrently, once
 // per delivery, and blocks until the message's outcome is durable (or known
 // to have failed). It returns true to ack, false to nack. ctx is the work
@@ -40,13 +46,20 @@ type Source struct {
 func New(client *pubsub.Client, log *zap.Logger, subscription string, cfg config.Source, maxBytes int64) *Source {
 	s := pubsub.DefaultReceiveSettings
 	s.NumGoroutines = cfg.Streams
-	s.MaxOutstandingMessages = cfg.MaxOutstandingMessages
-	s.MaxOutstandingBytes = int(maxBytes)
+	// Flow control per stream, with the budget split between the streams:
+	// each stream tells the server its own limit, so the server never
+	// leases us more than the budget in total. With one shared client-side
+	// limit, every stream would announce the whole budget and the server
+	// would push streams × budget messages, most of them sitting unread in
+	// stream buffers under a lease: slow to come back after a stop or crash.
+	s.EnablePerStreamFlowControl = true
+	s.MaxOutstandingMessages = max(1, ceilDiv(cfg.MaxOutstandingMessages, cfg.Streams))
+	s.MaxOutstandingBytes = int(max(1, ceilDiv(maxBytes, int64(cfg.Streams))))
 	// Lease extension stays on (MaxExtension from the defaults): a message
 	// waiting in a batch or in a retry must not be redelivered meanwhile.
-	// Flow control per stream would multiply the limits by the number of
-	// streams; the budget is for the whole subscriber.
-	s.EnablePerStreamFlowControl = false
+	// Each extension is at most leaseExtension long, which bounds how long
+	// the messages of a crashed process stay leased to it.
+	s.MaxDurationPerAckExtension = leaseExtension
 	// ShutdownOptions stays nil: Receive waits for every handler to return
 	// and for its ack or nack to be sent. The handler itself is bounded by
 	// the work context, which the caller cancels after shutdown_timeout.
@@ -125,4 +138,11 @@ func (s *Source) Run(receiveCtx, workCtx context.Context, h Handler) error {
 		return fmt.Errorf("receive from %s: %w", s.subscription, err)
 	}
 	return nil
+}
+
+func ceilDiv[T int | int64](a, b T) T {
+	if b <= 0 {
+		return a
+	}
+	return (a + b - 1) / b
 }
