@@ -90,23 +90,13 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 	return out.Ack()
 }
 
-// process runs the stages in order: decode, late check, dedupe, write,
+// process runs the stages in order: decode, dedupe, late check, write,
 // commit. Each stage either passes the message on or ends it in an outcome.
 func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Outcome {
 	if err := p.decoder.decode(m, r); err != nil {
 		var bad *badInput
 		errors.As(err, &bad)
 		return p.deadLetter(ctx, m, bad.reason, bad.err)
-	}
-
-	if p.isLate(r.eventTime) {
-		p.deps.Metrics.Late.Inc()
-		switch p.cfg.Watermark.LateData {
-		case config.LateDrop:
-			return Dropped
-		case config.LateDeadLetter:
-			return p.deadLetter(ctx, m, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
-		}
 	}
 
 	var claim Claim
@@ -124,13 +114,25 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 		}
 	}
 
+	// Lateness is judged after dedupe: a redelivery of a committed message
+	// is a duplicate, however far the watermark has moved since.
+	if p.isLate(r.eventTime) {
+		p.deps.Metrics.Late.Inc()
+		switch p.cfg.Watermark.LateData {
+		case config.LateDrop:
+			release(claim)
+			return Dropped
+		case config.LateDeadLetter:
+			release(claim)
+			return p.deadLetter(ctx, m, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+
 	err := p.retry.Do(ctx, transient(ctx), func() error {
 		return p.deps.Sink.Write(ctx, &r.row)
 	}, p.logRetry(m, "sink write"))
 	if err != nil {
-		if claim != nil {
-			claim.Release()
-		}
+		release(claim)
 		if sinks.IsRejected(err) {
 			return p.deadLetter(ctx, m, deadletter.SinkRejected, err)
 		}
@@ -148,6 +150,13 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 		}
 	}
 	return Committed
+}
+
+// release gives up a held dedupe key, if any.
+func release(c Claim) {
+	if c != nil {
+		c.Release()
+	}
 }
 
 // isLate reports whether an event time is behind the watermark by more than

@@ -391,3 +391,32 @@ func TestNewRejectsBadTemplates(t *testing.T) {
 		t.Fatal("a config error is not bad input")
 	}
 }
+
+func TestLateRedeliveryOfACommittedMessageIsADuplicate(t *testing.T) {
+	cfg := testConfig()
+	cfg.Watermark.LateData = config.LateDeadLetter
+	sink, dl, dedupe := &fakeSink{}, &fakeDeadLetter{}, &fakeDedupe{}
+	tracker := &fakeTracker{}
+	p, m := newTestPipeline(t, cfg, Deps{Sink: sink, DeadLetter: dl, Dedupe: dedupe, Tracker: tracker})
+	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
+	tracker.wm = eventTime.Add(time.Hour) // the watermark moved on
+	if !p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("want ack")
+	}
+	if len(dl.sent) != 0 || metrics.Value(m.Duplicate) != 1 || metrics.Value(m.Late) != 0 {
+		t.Fatalf("dead-lettered %v, duplicate %v, late %v; want a duplicate, not a late message",
+			dl.sent, metrics.Value(m.Duplicate), metrics.Value(m.Late))
+	}
+}
+
+func TestLateMessageNotWrittenReleasesItsKey(t *testing.T) {
+	cfg := testConfig()
+	cfg.Watermark.LateData = config.LateDrop
+	dedupe := &fakeDedupe{}
+	tracker := &fakeTracker{wm: eventTime.Add(time.Hour)}
+	p, _ := newTestPipeline(t, cfg, Deps{Sink: &fakeSink{}, Dedupe: dedupe, Tracker: tracker})
+	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
+	if dedupe.released != 1 || len(dedupe.committed) != 0 {
+		t.Fatalf("released=%d committed=%v; a dropped message must release its key", dedupe.released, dedupe.committed)
+	}
+}

@@ -101,8 +101,12 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		maxBytes = source.DefaultMaxOutstandingBytes(memLimit, len(a.cfg.Pipelines))
 	}
 	src := source.New(a.pubsub, a.log, a.cfg.SubscriptionName(pc.Source.Subscription), pc.Source, maxBytes)
-	if _, err := src.Check(ctx); err != nil {
+	topic, err := src.Check(ctx)
+	if err != nil {
 		return nil, err
+	}
+	if want := pc.Source.Topic; want != "" && topic != a.cfg.TopicName(want) {
+		return nil, fmt.Errorf("subscription %s is attached to %s, but source.topic says %s", src.Subscription(), topic, a.cfg.TopicName(want))
 	}
 
 	m := a.metrics.Pipeline(pc.Name)
@@ -137,7 +141,6 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	}
 	// Each optional part is built in a file of its own (dedupe.go,
 	// watermark.go, deadletter.go); a nil part is left out.
-	var err error
 	if deps.Dedupe, err = a.dedupe(ctx, pc, m); err != nil {
 		return nil, err
 	}
