@@ -32,6 +32,9 @@ type Status struct {
 	// Dedupe is the dedupe state (filter fill, estimated false-positive
 	// rate, catalog lookups), when the pipeline dedupes.
 	Dedupe any `json:"dedupe,omitempty"`
+	// Tracker is the watermark tracker's bookkeeping (pending messages,
+	// frontier), when the pipeline tracks a watermark.
+	Tracker any `json:"tracker,omitempty"`
 }
 
 // Status reports the pipeline's counts and times. The counts are read from
@@ -63,8 +66,14 @@ func (p *Pipeline) Status() Status {
 			s.Watermark, s.WatermarkLagSeconds = &wm, &lag
 		}
 	}
-	if st, ok := p.deps.Dedupe.(interface{ Stats() any }); ok {
+	if st, ok := p.deps.Dedupe.(statser); ok {
 		s.Dedupe = st.Stats()
+	}
+	if st, ok := p.deps.Tracker.(statser); ok {
+		s.Tracker = st.Stats()
 	}
 	return s
 }
+
+// statser is a part that reports its own state for /status.
+type statser interface{ Stats() any }
