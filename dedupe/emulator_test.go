@@ -80,6 +80,12 @@ func TestCatalogOnTheBigtableEmulator(t *testing.T) {
 			t.Errorf("a rebuild after the window found %d keys", st.RebuildKeys)
 		}
 	})
+	t.Run("Check fails when the table is missing", func(t *testing.T) {
+		d := newTest(t, btStore{client.Open("missing")}, clk, Config{}, false)
+		if err := d.Check(context.Background()); err == nil {
+			t.Fatal("Check of a missing table succeeded")
+		}
+	})
 	t.Run("the catalog's rows are spread over buckets", func(t *testing.T) {
 		seen := map[string]bool{}
 		err := client.Open(testTable).ReadRows(context.Background(), bigtable.PrefixRange("dedupe#orders#"), func(r bigtable.Row) bool {

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -142,15 +144,15 @@ func (c *catalogIO) observe(req any) {
 }
 
 // bigtableCounting opens data clients on the emulator whose requests are
-// observed by io, for app.Options.Bigtable.
-func (e *env) bigtableCounting(io *catalogIO) func(ctx context.Context, inst string) (*bigtable.Client, error) {
+// observed by cio, for app.Options.Bigtable.
+func (e *env) bigtableCounting(cio *catalogIO) func(ctx context.Context, inst string) (*bigtable.Client, error) {
 	return func(ctx context.Context, inst string) (*bigtable.Client, error) {
 		conn, err := grpc.NewClient("passthrough:///"+e.bt.Host,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(1<<28), grpc.MaxCallRecvMsgSize(1<<28)),
 			grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 				s, err := streamer(ctx, desc, cc, method, opts...)
-				return observedStream{s, io}, err
+				return observedStream{s, cio}, err
 			}))
 		if err != nil {
 			return nil, err
@@ -162,11 +164,11 @@ func (e *env) bigtableCounting(io *catalogIO) func(ctx context.Context, inst str
 
 type observedStream struct {
 	grpc.ClientStream
-	io *catalogIO
+	cio *catalogIO
 }
 
 func (s observedStream) SendMsg(m any) error {
-	s.io.observe(m)
+	s.cio.observe(m)
 	return s.ClientStream.SendMsg(m)
 }
 
@@ -189,13 +191,13 @@ func (s *countingSink) Write(ctx context.Context, row *sinks.Row) error {
 
 // runApp runs cfg in this process until stop is called, which returns Run's
 // error. The sink of the pipeline counts its writes.
-func (e *env) runApp(cfg *config.Config, io *catalogIO) (*app.App, *countingSink, func() error) {
+func (e *env) runApp(cfg *config.Config, cio *catalogIO) (*app.App, *countingSink, func() error) {
 	e.t.Helper()
 	sink := &countingSink{writes: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.Open(ctx, nopLogger(), cfg, app.Options{
 		PubSub:   e.pubsub,
-		Bigtable: e.bigtableCounting(io),
+		Bigtable: e.bigtableCounting(cio),
 		HTTPAddr: "-",
 		WrapSink: func(_ string, s sinks.Sink) sinks.Sink { sink.Sink = s; return sink },
 	})
@@ -230,6 +232,21 @@ func waitFinished(t *testing.T, p *pipeline.Pipeline, want int64, timeout time.D
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// getText returns the body of a GET of path on the child's HTTP server.
+func (c *child) getText(path string) string {
+	c.t.Helper()
+	resp, err := http.Get("http://" + c.addr + path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(b)
 }
 
 func dedupeStatus(t *testing.T, st map[string]any) map[string]any {
@@ -268,6 +285,17 @@ func TestDuplicatesByIDAttributeAreAckedAndTheRowKeepsTheFirstPayload(t *testing
 	if d["rebuilt"] != true {
 		t.Errorf("dedupe status %v: not rebuilt", d)
 	}
+	text := c.getText("/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`pubsink_messages_duplicate_total{pipeline="e2e"} %d`, n),
+		fmt.Sprintf(`pubsink_dedupe_catalog_lookups_total{pipeline="e2e"} %v`, d["catalog_lookups"]),
+		`pubsink_dedupe_filter_fill_ratio{pipeline="e2e"} `,
+		`pubsink_dedupe_false_positive_rate{pipeline="e2e"} `,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics has no line %q", want)
+		}
+	}
 	c.signal(syscall.SIGTERM)
 	if code := c.wait(cfg.ShutdownTimeout + 10*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
@@ -298,8 +326,8 @@ func TestRedeliveredMessageIDsAreCaughtInMessageIDMode(t *testing.T) {
 	first := dupBatch(n, 0)
 	e.publishDup(first)
 
-	io := &catalogIO{stateTable: e.stateTable}
-	a, sink, stop := e.runApp(cfg, io)
+	cio := &catalogIO{stateTable: e.stateTable}
+	a, sink, stop := e.runApp(cfg, cio)
 	waitFinished(t, a.Pipelines()[0], n, 2*time.Minute)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -311,7 +339,7 @@ func TestRedeliveredMessageIDsAreCaughtInMessageIDMode(t *testing.T) {
 	again := *cfg
 	again.Pipelines = slices.Clone(cfg.Pipelines)
 	again.Pipelines[0].Source.Subscription = second
-	a, sink, stop = e.runApp(&again, io)
+	a, sink, stop = e.runApp(&again, cio)
 	st := waitFinished(t, a.Pipelines()[0], n, 2*time.Minute)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -320,6 +348,7 @@ func TestRedeliveredMessageIDsAreCaughtInMessageIDMode(t *testing.T) {
 		t.Fatalf("second run: %d committed, %d duplicates, %d rows written; want 0, %d, 0", st.Committed, st.Duplicate, len(sink.writes), n)
 	}
 	e.checkDupRows(first)
+	t.Logf("both runs: %d catalog point reads, %d catalog write requests", cio.readRows.Load(), cio.writes.Load())
 }
 
 // TestRestartBetweenOriginalAndDuplicateStillDropsIt: the binary commits
@@ -372,8 +401,8 @@ func TestConcurrentDuplicatesWriteOnce(t *testing.T) {
 	}
 	e.publishDup(all)
 
-	io := &catalogIO{stateTable: e.stateTable}
-	a, sink, stop := e.runApp(cfg, io)
+	cio := &catalogIO{stateTable: e.stateTable}
+	a, sink, stop := e.runApp(cfg, cio)
 	st := waitFinished(t, a.Pipelines()[0], n*copies, 2*time.Minute)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -395,7 +424,10 @@ func TestConcurrentDuplicatesWriteOnce(t *testing.T) {
 			t.Errorf("row %s: %d versions", key, len(cols["data"]))
 		}
 	}
-	t.Logf("%d catalog point reads, %d catalog write requests for %d deliveries of %d keys", io.readRows.Load(), io.writes.Load(), n*copies, n)
+	if cio.writes.Load() == 0 {
+		t.Error("no catalog write request seen: catalogIO does not count (TestAtLeastOnceDoesNoCatalogIO relies on it)")
+	}
+	t.Logf("%d catalog point reads, %d catalog write requests for %d deliveries of %d keys", cio.readRows.Load(), cio.writes.Load(), n*copies, n)
 }
 
 // TestAtLeastOnceDoesNoCatalogIO: in at_least_once mode a duplicate is
@@ -407,8 +439,8 @@ func TestAtLeastOnceDoesNoCatalogIO(t *testing.T) {
 	e.publishDup(dupBatch(n, 0))
 	e.publishDup(dupBatch(n, 1))
 
-	io := &catalogIO{stateTable: e.stateTable}
-	a, _, stop := e.runApp(cfg, io)
+	cio := &catalogIO{stateTable: e.stateTable}
+	a, _, stop := e.runApp(cfg, cio)
 	p := a.Pipelines()[0]
 	st := waitFinished(t, p, 2*n, 2*time.Minute)
 	if err := stop(); err != nil {
@@ -417,7 +449,7 @@ func TestAtLeastOnceDoesNoCatalogIO(t *testing.T) {
 	if st.Committed != 2*n || st.Duplicate != 0 || st.Dedupe != nil {
 		t.Errorf("status %+v: want %d committed, no duplicates, no dedupe section", st, 2*n)
 	}
-	if r, w := io.reads.Load(), io.writes.Load(); r != 0 || w != 0 {
+	if r, w := cio.reads.Load(), cio.writes.Load(); r != 0 || w != 0 {
 		t.Errorf("%d catalog reads and %d catalog writes in at_least_once mode", r, w)
 	}
 	if v := metrics.Value(a.Metrics().Pipeline("e2e").Lookups); v != 0 {
