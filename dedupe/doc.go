@@ -18,12 +18,14 @@
 // batched point read of the catalog (ReadRows with a RowList, one batch
 // per 2 ms, at most 4 at once); only a record whose cell timestamp is
 // within the window makes the key a duplicate. Commit writes the record
-// (batched ApplyBulk, the commit time in milliseconds as the explicit cell
-// timestamp, so retries are idempotent), then adds the key to the filter of
-// the current slice. The order of effects is the pipeline's: row, record,
-// ack. A key is in the filters only after its record was written (or its
-// write failed ambiguously), so a filter never says "new" for a key with a
-// record in the window.
+// (batched ApplyBulk: a batch goes as soon as one of 4 call slots is free
+// and grows while they are all busy; the commit time in milliseconds is the
+// explicit cell timestamp, so the client's retries are idempotent), then
+// adds the key to the filter of the current slice, then ends the hold.
+// Every record within the window thus has its key in a live filter (put
+// there by Commit, or by the rebuild after a restart), which is what lets
+// a Claim that finds a bit unset answer "new". The order of effects is the
+// pipeline's: row, record, ack.
 //
 // The library's Test hashes the key once per filter (murmur3, k locations);
 // a lookup probes N+1 filters or more, so the locations are computed once
