@@ -163,9 +163,10 @@ func (d *Dedupe) Check(ctx context.Context) error {
 
 // Claim reports whether key was committed within the window (dup). If it
 // was not, the caller holds key and must end the hold with exactly one
-// terminal call on the returned Claim: Release, or Commit returning nil
-// (Commit may be called again after it failed). After that the Claim must
-// not be used: it is recycled.
+// terminal call on the returned Claim: Release, or Commit returning nil.
+// After that the Claim must not be used: it is recycled. A Commit that
+// failed has ended the hold already; it may be called again (to retry the
+// record) or the Claim dropped.
 //
 // A key that no filter may hold costs no I/O. Otherwise Claim waits for a
 // batched catalog read; only a record younger than the window makes dup

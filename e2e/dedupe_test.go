@@ -24,6 +24,7 @@ import (
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"
 )
@@ -265,6 +266,19 @@ func TestDuplicatesByIDAttributeAreAckedAndTheRowKeepsTheFirstPayload(t *testing
 	const n = 1000
 	e := newEnv(t)
 	path, cfg := e.writeConfig(e.configYAML(config.ModeExactlyOnce, ""))
+	info, err := e.admin.TableInfo(context.Background(), e.stateTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcOK := false
+	for _, f := range info.FamilyInfos {
+		if ma, ok := f.FullGCPolicy.(bigtable.MaxAgeGCPolicy); ok && f.Name == state.FamilyDedupe {
+			gcOK = time.Duration(ma) >= cfg.Pipelines[0].Dedupe.Window
+		}
+	}
+	if !gcOK {
+		t.Errorf("setup made state families %+v; want %s with a max-age rule of at least the window", info.FamilyInfos, state.FamilyDedupe)
+	}
 	first := dupBatch(n, 0)
 	e.publishDup(first)
 
