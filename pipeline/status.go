@@ -44,6 +44,7 @@ func (p *Pipeline) Status() Status {
 	s := Status{
 		Name:         p.name,
 		Mode:         p.cfg.Mode,
+		Receiving:    p.deps.Source != nil && p.deps.Source.Receiving(),
 		Received:     int64(metrics.Value(m.Received)),
 		Committed:    int64(metrics.Value(m.Committed)),
 		Duplicate:    int64(metrics.Value(m.Duplicate)),

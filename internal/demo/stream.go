@@ -4,31 +4,37 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 )
 
 // reading is one message of the sample stream.
 type reading struct {
-	data  []byte
-	attrs map[string]string
-	kind  string // "reading", "duplicate" or the expected dead-letter reason
+	data      []byte
+	attrs     map[string]string
+	kind      string    // "reading", "duplicate" or the expected dead-letter reason
+	publishAt time.Time // the publish time the fake Pub/Sub records
 }
 
-// sampleStream makes n sensor readings from 12 sensors, one every 5 s of
-// event time per sensor, ending now, published slightly out of order; plus
-// duplicates (a publisher retrying: same reading_id, new message ID) and
-// poison messages of each bad-input kind. It is deterministic for a seed.
+// sampleStream makes n sensor readings from 12 sensors, one every 2 s of
+// event time per sensor, ending now, each published up to a second after its
+// event (so slightly out of order); plus duplicates (a publisher retrying a
+// few seconds later: same reading_id, new message ID) and poison messages of
+// each bad-input kind. It is sorted by publish time, as a live topic would
+// have received it, and deterministic for a seed.
 func sampleStream(n int, now time.Time, seed uint64) []reading {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	const sensors = 12
 	perSensor := (n + sensors - 1) / sensors
-	start := now.Add(-time.Duration(perSensor) * 5 * time.Second)
+	// The stream spans perSensor·2 s (8 minutes by default), inside the
+	// in-process fake's retention of 10 minutes.
+	start := now.Add(-time.Duration(perSensor) * 2 * time.Second)
 	out := make([]reading, 0, n+n/20+40)
 	for i := 0; i < n; i++ {
 		sensor := i % sensors
 		step := i / sensors
-		at := start.Add(time.Duration(step)*5*time.Second + time.Duration(sensor)*97*time.Millisecond)
+		at := start.Add(time.Duration(step)*2*time.Second + time.Duration(sensor)*97*time.Millisecond)
 		temp := 19 + 3*math.Sin(float64(step)/40+float64(sensor)) + rng.Float64()*0.4
 		out = append(out, reading{
 			data: fmt.Appendf(nil, `{"sensor":"sensor-%02d","temperature_c":%.1f,"humidity_pct":%d,"battery_v":%.2f}`,
@@ -38,25 +44,22 @@ func sampleStream(n int, now time.Time, seed uint64) []reading {
 				"reading_id": fmt.Sprintf("r-%02d-%06d", sensor+1, step),
 				"event_ts":   strconv.FormatInt(at.UnixMilli(), 10),
 			},
-			kind: "reading",
+			kind:      "reading",
+			publishAt: at.Add(100*time.Millisecond + time.Duration(rng.Int64N(int64(900*time.Millisecond)))),
 		})
 	}
-	// Out of order: swap neighbours within a few positions, as concurrent
-	// publishers do.
-	for i := range out {
-		j := min(len(out)-1, i+rng.IntN(8))
-		out[i], out[j] = out[j], out[i]
-	}
-	// Duplicates: 5% of readings published again later.
+	// Duplicates: 5% of readings published again a few seconds later.
 	for range n / 20 {
 		orig := out[rng.IntN(n)]
-		out = append(out, reading{data: orig.data, attrs: orig.attrs, kind: "duplicate"})
+		out = append(out, reading{data: orig.data, attrs: orig.attrs, kind: "duplicate",
+			publishAt: orig.publishAt.Add(2*time.Second + time.Duration(rng.Int64N(int64(20*time.Second))))})
 	}
 	// Poison: each kind of bad input the pipeline must dead-letter.
 	poison := func(count int, kind string, mk func(i int) reading) {
 		for i := range count {
 			r := mk(i)
 			r.kind = kind
+			r.publishAt = start.Add(time.Duration(rng.Int64N(int64(now.Sub(start)))))
 			out = append(out, r)
 		}
 	}
@@ -77,10 +80,6 @@ func sampleStream(n int, now time.Time, seed uint64) []reading {
 		return reading{data: []byte(`{"sensor":"sensor-03","temperature_c":20.1,"humidity_pct":41}`),
 			attrs: map[string]string{"sensor_id": "sensor-03", "reading_id": fmt.Sprintf("bad-ts-%d", i), "event_ts": "yesterday at noon"}}
 	})
-	// Spread the extras through the stream.
-	for i := n; i < len(out); i++ {
-		j := rng.IntN(i + 1)
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.SortStableFunc(out, func(a, b reading) int { return a.publishAt.Compare(b.publishAt) })
 	return out
 }
