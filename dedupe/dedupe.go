@@ -273,10 +273,11 @@ func (c *claim) waiters() *waiters {
 // Commit records the key in the catalog (a batched write, with the commit
 // time as the cell's timestamp), then in the current filter slice, and
 // ends the hold: waiters are duplicates. Call it only once the row is
-// durable. If the write fails, Commit still ends the hold (waiters look
-// again) and returns the error; calling Commit again retries the record.
-// The error is the catalog's, or ctx's if it ended first (the record may
-// still be written: it is idempotent).
+// durable. If the write fails, the hold stays (waiters keep waiting, so a
+// duplicate cannot slip through while the record is missing) and the error
+// is returned: call Commit again to retry, or Release to give up. The
+// error is the catalog's, or ctx's if it ended first (the record may still
+// be written: it is idempotent).
 func (c *claim) Commit(ctx context.Context) error {
 	d := c.d
 	now := d.now()
@@ -290,7 +291,6 @@ func (c *claim) Commit(ctx context.Context) error {
 		d.ring.advance(now.UnixNano())
 		d.ring.add(c.h, now.UnixNano())
 		d.mu.Unlock()
-		d.end(c, false)
 		if ctx.Err() == nil {
 			err = fmt.Errorf("dedupe: record key in catalog: %w", err)
 		}

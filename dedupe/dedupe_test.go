@@ -296,7 +296,7 @@ func TestCatalogErrorsAreReturnedAsTheyAre(t *testing.T) {
 		}
 		c.Release()
 	})
-	t.Run("a failed record releases the key, and Commit can be retried", func(t *testing.T) {
+	t.Run("a failed record keeps the key held until Commit succeeds", func(t *testing.T) {
 		s := &countingStore{store: newMemStore()}
 		d := newTest(t, s, newClock(), Config{}, true)
 		c := claimNew(t, d, "k")
@@ -304,14 +304,13 @@ func TestCatalogErrorsAreReturnedAsTheyAre(t *testing.T) {
 		if err := c.Commit(ctx); status.Code(err) != codes.Unavailable {
 			t.Fatalf("Commit = %v, want Unavailable", err)
 		}
-		// The key is free: a second delivery looks again and, the record
-		// being missing, is new (doc.go says why this is accepted).
-		reads := s.readRows.Load()
-		if isDup(t, d, "k") {
-			t.Fatal("a key whose record failed is a duplicate")
-		}
-		if s.readRows.Load() == reads {
-			t.Fatal("the failed key was answered by the filters without a catalog read")
+		// A second delivery waits: with the record missing, answering it
+		// would let a duplicate through.
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, _, err := d.Claim(wctx, "k")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Claim of a held key = %v, want it to wait (deadline exceeded)", err)
 		}
 		s.failWrites(nil)
 		if err := c.Commit(ctx); err != nil {
@@ -319,6 +318,22 @@ func TestCatalogErrorsAreReturnedAsTheyAre(t *testing.T) {
 		}
 		if !isDup(t, d, "k") {
 			t.Fatal("a key committed on the second try is new")
+		}
+	})
+	t.Run("Release after a failed record frees the key", func(t *testing.T) {
+		s := &countingStore{store: newMemStore()}
+		d := newTest(t, s, newClock(), Config{}, true)
+		c := claimNew(t, d, "k")
+		s.failWrites(unavailable)
+		c.Commit(ctx)
+		c.Release()
+		s.failWrites(nil)
+		reads := s.readRows.Load()
+		if isDup(t, d, "k") {
+			t.Fatal("a key whose record failed and was released is a duplicate")
+		}
+		if s.readRows.Load() == reads {
+			t.Fatal("the failed key was answered by the filters without a catalog read")
 		}
 	})
 }

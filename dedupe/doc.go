@@ -78,8 +78,9 @@
 //
 // A claimed key is held until Commit or Release. A second Claim of it
 // waits (bounded by its ctx): if the first commits, the second is a
-// duplicate; if it releases (its write failed), the second looks again and
-// may take the key. A Claim that reads the catalog holds the key during
+// duplicate; if it releases (its row could not be written, or the stop
+// came first), the second looks again and may take the key. A failed
+// Commit keeps the hold until it is retried with success or released. A Claim that reads the catalog holds the key during
 // the read, so concurrent deliveries of one key cost one read.
 //
 // # Restart
@@ -111,10 +112,10 @@
 //     a duplicate split across the two is written twice. Run one replica
 //     per pipeline and replace it with stop-then-start (GKE strategy
 //     Recreate; Cloud Run max instances 1).
-//   - A Commit whose record write fails releases the key (the pipeline then
-//     retries the Commit): a delivery of the same key waiting meanwhile
-//     looks again, finds no record, and writes its row too. This needs a
-//     catalog write failure while a duplicate is in flight.
+//   - A Commit whose record write fails keeps the key held while the
+//     pipeline retries it, so a delivery of the same key waiting meanwhile
+//     stays waiting. If the pipeline gives up (shutdown) it releases the
+//     key; the message is nacked, and its redelivery rewrites its row.
 //
 // # Errors
 //

@@ -20,9 +20,9 @@ type Deduper interface {
 
 // Claim is a held dedupe key.
 type Claim interface {
-	// Commit records the key durably. Call it only after the row is
-	// durable: a key recorded for data that never landed loses the message.
-	// It releases the key, whatever it returns.
+	// Commit records the key durably and releases it. Call it only after
+	// the row is durable: a key recorded for data that never landed loses
+	// the message. On error the key stays held: retry Commit, or Release.
 	Commit(ctx context.Context) error
 	// Release gives the key up without recording it; a waiter proceeds.
 	Release()

@@ -146,6 +146,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 			return claim.Commit(ctx)
 		}, p.logRetry(m, "dedupe commit"))
 		if err != nil {
+			claim.Release()
 			return Retry
 		}
 	}

@@ -71,6 +71,7 @@ type fakeDedupe struct {
 	mu        sync.Mutex
 	committed map[string]bool
 	released  int
+	commitErr error
 }
 
 func (d *fakeDedupe) Claim(_ context.Context, key string) (Claim, bool, error) {
@@ -90,6 +91,9 @@ type fakeClaim struct {
 func (c *fakeClaim) Commit(context.Context) error {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
+	if c.d.commitErr != nil {
+		return c.d.commitErr
+	}
 	if c.d.committed == nil {
 		c.d.committed = map[string]bool{}
 	}
@@ -418,5 +422,19 @@ func TestLateMessageNotWrittenReleasesItsKey(t *testing.T) {
 	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
 	if dedupe.released != 1 || len(dedupe.committed) != 0 {
 		t.Fatalf("released=%d committed=%v; a dropped message must release its key", dedupe.released, dedupe.committed)
+	}
+}
+
+func TestCommitFailingUntilShutdownReleasesTheKeyAndNacks(t *testing.T) {
+	sink := &fakeSink{}
+	dedupe := &fakeDedupe{commitErr: status.Error(codes.Unavailable, "catalog unavailable")}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: sink, Dedupe: dedupe})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if p.Handle(ctx, order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("a message whose key could not be recorded must be nacked")
+	}
+	if len(sink.rows) != 1 || dedupe.released != 1 {
+		t.Fatalf("rows=%d released=%d; want the row written and the key released", len(sink.rows), dedupe.released)
 	}
 }
