@@ -533,3 +533,18 @@ func BenchmarkAdd(b *testing.B) {
 		})
 	}
 }
+
+func TestCloseWithNothingPendingSucceedsAfterItsDeadline(t *testing.T) {
+	for range 200 { // the old code chose at random between drained and ctx.Done
+		b := New(Config{MaxItems: 10, MaxDelay: time.Millisecond}, func(ctx context.Context, items []int) []error { return nil })
+		if err := b.Add(context.Background(), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		time.Sleep(time.Millisecond) // let the closer goroutine see the empty batcher
+		if err := b.Close(ctx); err != nil {
+			t.Fatalf("Close with nothing pending = %v, want nil", err)
+		}
+	}
+}
