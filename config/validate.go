@@ -222,7 +222,10 @@ func (v *validator) deadLetter(at func(string) string, p *Pipeline) {
 		c.add(at("dead_letter"), "names %s: set only one of topic, bigtable_table, file", strings.Join(outputs, " and "))
 	}
 	if d.Topic != "" {
-		checkName(c, at("dead_letter.topic"), d.Topic, "topics")
+		if checkName(c, at("dead_letter.topic"), d.Topic, "topics") && p.Source.Topic != "" &&
+			v.cfg.TopicName(d.Topic) == v.cfg.TopicName(p.Source.Topic) {
+			c.add(at("dead_letter.topic"), "is source.topic: poison would come back to the pipeline forever")
+		}
 		if d.Subscription != "" && checkName(c, at("dead_letter.subscription"), d.Subscription, "subscriptions") {
 			v.claimSubscription(at("dead_letter.subscription"), d.Subscription)
 		}

@@ -25,7 +25,7 @@
 //     the replay subscription (dead_letter.subscription, default
 //     TOPIC-replay) that replay reads.
 //   - Table (dead_letter.bigtable_table, in state.instance, family
-//     setup.DeadLetterFamily) writes one row per message: columns data,
+//     state.FamilyDeadLetter) writes one row per message: columns data,
 //     attributes (JSON), reason, error, pipeline, message_id, publish_time,
 //     failed_at. The row key PIPELINE#HHHH#MESSAGE_ID spreads a burst over
 //     the pipeline's key range (HHHH hashes the message ID, whose own order

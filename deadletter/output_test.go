@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/setup"
+	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/source"
 )
 
@@ -110,7 +110,7 @@ func (f *fakes) table(name string) {
 	if err := f.admin.CreateTable(ctx, name); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.admin.CreateColumnFamily(ctx, name, setup.DeadLetterFamily); err != nil {
+	if err := f.admin.CreateColumnFamily(ctx, name, state.FamilyDeadLetter); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/setup"
 	"github.com/pubsink/pubsink/source"
 )
 
@@ -272,7 +271,7 @@ func pipelineTopic(ctx context.Context, cfg *config.Config, p config.Pipeline, c
 func openStore(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients) (st store, err error) {
 	switch Kind(p.DeadLetter) {
 	case KindTopic:
-		st, err = openTopicStore(ctx, log, clients.PubSub, cfg.SubscriptionName(setup.DeadLetterSubscription(p)))
+		st, err = openTopicStore(ctx, log, clients.PubSub, cfg.SubscriptionName(p.DeadLetter.Subscription))
 	case KindTable:
 		if clients.Bigtable == nil {
 			return nil, errors.New("replay of a dead_letter.bigtable_table needs a Bigtable client of state.instance")

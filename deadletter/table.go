@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/internal/batch"
-	"github.com/pubsink/pubsink/internal/setup"
+	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/source"
 )
 
-// The columns of a dead-letter row, in family setup.DeadLetterFamily.
+// The columns of a dead-letter row, in family state.FamilyDeadLetter.
 const (
 	colData        = "data"       // the payload, as is
 	colAttributes  = "attributes" // the original attributes, a JSON object
@@ -97,7 +97,7 @@ func (t *Table) Send(ctx context.Context, m *source.Message, reason Reason, caus
 	}
 	ts := bigtable.Timestamp(c.PublishTime.UnixMicro()).TruncateToMilliseconds()
 	mut := bigtable.NewMutation()
-	set := func(col string, v []byte) { mut.Set(setup.DeadLetterFamily, col, ts, v) }
+	set := func(col string, v []byte) { mut.Set(state.FamilyDeadLetter, col, ts, v) }
 	set(colData, c.Data)
 	set(colAttributes, attrs)
 	set(colReason, []byte(c.Reason))
@@ -152,7 +152,7 @@ func copyFromRow(r bigtable.Row) (*Copy, error) {
 	cols := map[string][]byte{}
 	for _, items := range r {
 		for _, it := range items {
-			col := it.Column[len(setup.DeadLetterFamily)+1:]
+			col := it.Column[len(state.FamilyDeadLetter)+1:]
 			if _, ok := cols[col]; !ok { // the latest version comes first
 				cols[col] = it.Value
 			}

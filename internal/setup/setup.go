@@ -80,7 +80,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		}
 		// Pub/Sub drops what is published to a topic without subscriptions:
 		// the dead-letter topic gets one, which replay reads.
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(DeadLetterSubscription(p)), t); err != nil {
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(p.DeadLetter.Subscription), t); err != nil {
 			return err
 		}
 	}
@@ -91,33 +91,12 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		}
 	}
 	if dl := p.DeadLetter; dl.BigtableTable != "" {
-		fam := []state.Family{{Name: DeadLetterFamily}}
+		fam := []state.Family{{Name: state.FamilyDeadLetter}}
 		if err := s.table(ctx, s.cfg.State.Instance, dl.BigtableTable, fam); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// DeadLetterSubscription is the subscription on a pipeline's dead-letter
-// topic that setup creates and replay reads.
-func DeadLetterSubscription(p config.Pipeline) string {
-	if p.DeadLetter.Subscription != "" {
-		return p.DeadLetter.Subscription
-	}
-	return shortName(p.DeadLetter.Topic) + "-replay"
-}
-
-// DeadLetterFamily is the column family of a dead-letter table.
-const DeadLetterFamily = "f"
-
-func shortName(full string) string {
-	for i := len(full) - 1; i >= 0; i-- {
-		if full[i] == '/' {
-			return full[i+1:]
-		}
-	}
-	return full
 }
 
 func (s *setup) topic(ctx context.Context, name string) error {

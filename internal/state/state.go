@@ -19,6 +19,10 @@ const (
 	FamilySnapshot = "s"
 )
 
+// FamilyDeadLetter is the one column family of a dead-letter table
+// (dead_letter.bigtable_table, in state.instance).
+const FamilyDeadLetter = "f"
+
 // dedupeGCMargin is added to the longest dedupe window in the catalog's
 // max-age rule: Bigtable collects garbage lazily (up to a week), and reads
 // ignore records older than the window anyway, so the margin only guards
