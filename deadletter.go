@@ -52,7 +52,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	opts.Limit, opts.DryRun, opts.Out = *limit, *dryRun, stdout
 
-	cfg, err := config.Load(*path)
+	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,22 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// configError is a configuration that cannot be used (unreadable, or with
+// problems): exit 2.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
+// loadConfig loads and validates the file at path; its errors exit 2.
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, configError{err}
+	}
+	return cfg, nil
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -86,6 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	var problems config.Problems
+	var ce configError
 	switch {
 	case err == nil:
 		return exitOK
@@ -94,6 +111,9 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	case errors.As(err, &problems):
 		fmt.Fprintln(stderr, problems.Error())
+		return exitUsage
+	case errors.As(err, &ce):
+		fmt.Fprintf(stderr, "pubsink: %v\n", err)
 		return exitUsage
 	case errors.Is(err, flag.ErrHelp):
 		return exitUsage
@@ -131,7 +151,7 @@ func cmdValidate(args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}
@@ -145,7 +165,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}

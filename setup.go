@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 
-	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/setup"
 )
 
@@ -19,7 +18,7 @@ func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := loadConfig(*path)
 	if err != nil {
 		return err
 	}

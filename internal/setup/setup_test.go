@@ -1,0 +1,161 @@
+package setup
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/bigtable/bttest"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/state"
+)
+
+const yaml = `
+project: p
+state: {instance: i}
+pipelines:
+  - name: orders
+    source: {topic: orders, subscription: orders-sub, tracking_subscription: orders-tracking}
+    dedupe: {window: 15m}
+    sink: {table: orders, row_key: "{message_id}"}
+    dead_letter: {topic: orders-dlq}
+  - name: clicks
+    mode: at_least_once
+    source: {topic: clicks, subscription: clicks-sub}
+    sink: {table: clicks, row_key: "{message_id}"}
+    dead_letter: {bigtable_table: clicks_dead}
+`
+
+type fakes struct {
+	ps    *pubsub.Client
+	admin Admin
+	ac    *bigtable.AdminClient
+}
+
+func newFakes(t *testing.T) *fakes {
+	t.Helper()
+	ctx := context.Background()
+	psSrv := pstest.NewServer()
+	btSrv, err := bttest.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(addr string) *grpc.ClientConn {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	ps, err := pubsub.NewClient(ctx, "p", option.WithGRPCConn(dial(psSrv.Addr)), option.WithTelemetryDisabled())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakes{ps: ps}
+	f.admin = func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
+		return bigtable.NewAdminClient(ctx, "p", instance, option.WithGRPCConn(dial(btSrv.Addr)))
+	}
+	if f.ac, err = f.admin(ctx, "i"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.ac.Close(); ps.Close(); psSrv.Close(); btSrv.Close() })
+	return f
+}
+
+func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first bytes.Buffer
+	if err := Run(ctx, cfg, f.ps, f.admin, &first); err != nil {
+		t.Fatalf("setup: %v\n%s", err, first.String())
+	}
+	for _, sub := range []struct{ name, topic string }{
+		{"orders-sub", "orders"}, {"orders-tracking", "orders"}, {"orders-dlq-replay", "orders-dlq"}, {"clicks-sub", "clicks"},
+	} {
+		got, err := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/" + sub.name})
+		if err != nil || got.Topic != "projects/p/topics/"+sub.topic || got.AckDeadlineSeconds != ackDeadlineSeconds {
+			t.Errorf("subscription %s: %v, %v", sub.name, got, err)
+		}
+	}
+	for table, fams := range map[string][]string{
+		"orders":        {"d"},
+		"clicks":        {"d"},
+		"clicks_dead":   {state.FamilyDeadLetter},
+		"pubsink_state": {state.FamilyDedupe, state.FamilyMeta, state.FamilySnapshot},
+	} {
+		info, err := f.ac.TableInfo(ctx, table)
+		if err != nil {
+			t.Errorf("table %s: %v", table, err)
+			continue
+		}
+		for _, fam := range fams {
+			if !strings.Contains(strings.Join(info.Families, ","), fam) {
+				t.Errorf("table %s lacks family %s (has %v)", table, fam, info.Families)
+			}
+		}
+	}
+	// The catalog's max-age rule covers the longest window.
+	info, _ := f.ac.TableInfo(ctx, "pubsink_state")
+	found := false
+	for _, fi := range info.FamilyInfos {
+		if fi.Name == state.FamilyDedupe {
+			found = true
+			if want := bigtable.MaxAgePolicy(15*time.Minute + time.Hour).String(); fi.GCPolicy != want {
+				t.Errorf("catalog GC rule %q, want %q", fi.GCPolicy, want)
+			}
+		}
+	}
+	if !found {
+		t.Error("no family info for the catalog")
+	}
+
+	var second bytes.Buffer
+	if err := Run(ctx, cfg, f.ps, f.admin, &second); err != nil {
+		t.Fatalf("second setup: %v", err)
+	}
+	if strings.Contains(second.String(), "created") {
+		t.Errorf("the second run created something:\n%s", second.String())
+	}
+	if !strings.Contains(first.String(), "created subscription projects/p/subscriptions/orders-tracking") {
+		t.Errorf("the first run's report lacks the tracking subscription:\n%s", first.String())
+	}
+}
+
+func TestSetupRefusesASubscriptionOnAnotherTopic(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	if _, err := f.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: "projects/p/subscriptions/orders-sub", Topic: "projects/p/topics/other"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := config.Parse([]byte(yaml))
+	err := Run(ctx, cfg, f.ps, f.admin, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "attached to projects/p/topics/other") {
+		t.Fatalf("setup = %v; want a clear mismatch error", err)
+	}
+}
+
+func TestSetupNeedsATopicToCreateASubscription(t *testing.T) {
+	f := newFakes(t)
+	cfg, _ := config.Parse([]byte(strings.ReplaceAll(yaml, "topic: clicks, ", "")))
+	err := Run(context.Background(), cfg, f.ps, f.admin, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "source.topic is not set") {
+		t.Fatalf("setup = %v; want the missing source.topic named", err)
+	}
+}
