@@ -1,0 +1,171 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/bigtable/bttest"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"go.uber.org/zap"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/setup"
+)
+
+const yaml = `
+project: p
+http: {addr: "127.0.0.1:0"}
+shutdown_timeout: 5s
+state: {instance: i}
+pipelines:
+  - name: orders
+    mode: at_least_once
+    source: {topic: orders, subscription: orders-sub, streams: 1}
+    sink: {table: orders, row_key: "{message_id}", batch: {max_delay: 1ms}}
+`
+
+type fakes struct {
+	psSrv *pstest.Server
+	ps    *pubsub.Client
+	opts  Options
+	admin setup.Admin
+}
+
+func newFakes(t *testing.T) *fakes {
+	t.Helper()
+	psSrv := pstest.NewServer()
+	btSrv, err := bttest.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(addr string) *grpc.ClientConn {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	ps, err := pubsub.NewClient(context.Background(), "p", option.WithGRPCConn(dial(psSrv.Addr)), option.WithTelemetryDisabled())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Close(); psSrv.Close(); btSrv.Close() })
+	return &fakes{
+		psSrv: psSrv,
+		ps:    ps,
+		opts: Options{PubSub: ps, Bigtable: func(ctx context.Context, instance string) (*bigtable.Client, error) {
+			return bigtable.NewClientWithConfig(ctx, "p", instance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(dial(btSrv.Addr)))
+		}},
+		admin: func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
+			return bigtable.NewAdminClient(ctx, "p", instance, option.WithGRPCConn(dial(btSrv.Addr)))
+		},
+	}
+}
+
+func parse(t *testing.T, s string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestOpenNamesAMissingSubscription(t *testing.T) {
+	f := newFakes(t)
+	_, err := Open(context.Background(), zap.NewNop(), parse(t, yaml), f.opts)
+	if err == nil || !strings.Contains(err.Error(), "pipeline orders") || !strings.Contains(err.Error(), "orders-sub does not exist") {
+		t.Fatalf("Open = %v; want the pipeline and the missing subscription named", err)
+	}
+}
+
+func TestOpenRefusesASubscriptionOfAnotherTopic(t *testing.T) {
+	f := newFakes(t)
+	ctx := context.Background()
+	cfg := parse(t, yaml)
+	if err := setup.Run(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	other := parse(t, strings.Replace(yaml, "topic: orders,", "topic: payments,", 1))
+	_, err := Open(ctx, zap.NewNop(), other, f.opts)
+	if err == nil || !strings.Contains(err.Error(), "source.topic says projects/p/topics/payments") {
+		t.Fatalf("Open = %v; want the topic mismatch explained", err)
+	}
+}
+
+func TestRunServesProbesAndStopsCleanly(t *testing.T) {
+	f := newFakes(t)
+	ctx := context.Background()
+	cfg := parse(t, yaml)
+	if err := setup.Run(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(ctx, zap.NewNop(), cfg, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	base := "http://" + a.Addr()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz never answered 200")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.psSrv.Publish("projects/p/topics/orders", []byte("hello"), nil)
+	var st struct {
+		Pipelines []struct {
+			Name      string `json:"name"`
+			Committed int    `json:"committed"`
+			Receiving bool   `json:"receiving"`
+		} `json:"pipelines"`
+	}
+	for st.Pipelines == nil || st.Pipelines[0].Committed < 1 {
+		resp, err := http.Get(base + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v: the message was not committed", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !st.Pipelines[0].Receiving || st.Pipelines[0].Name != "orders" {
+		t.Errorf("status %+v", st)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after a stop = %v, want nil", err)
+		}
+	case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
+		t.Fatal("Run did not return after the stop")
+	}
+	if m := f.psSrv.Messages(); len(m) != 1 || m[0].Acks != 1 {
+		t.Fatalf("fake server's messages %+v; want one, acked", m)
+	}
+}
