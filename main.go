@@ -145,27 +145,29 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func cmdValidate(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	path := configFlag(fs)
+// configCommand parses the flags of a command that takes only --config,
+// and loads the file.
+func configCommand(name string, args []string) (cfg *config.Config, path string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	p := configFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, "", err
 	}
-	cfg, err := loadConfig(*path)
+	cfg, err = loadConfig(*p)
+	return cfg, *p, err
+}
+
+func cmdValidate(args []string, stdout io.Writer) error {
+	cfg, path, err := configCommand("validate", args)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d pipelines)\n", *path, len(cfg.Pipelines))
+	fmt.Fprintf(stdout, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
 	return nil
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path := configFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path)
+	cfg, _, err := configCommand("run", args)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -13,12 +12,7 @@ import (
 )
 
 func cmdSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
-	path := configFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path)
+	cfg, _, err := configCommand("setup", args)
 	if err != nil {
 		return err
 	}
