@@ -12,16 +12,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/source"
 )
@@ -49,34 +46,21 @@ func newFakes(t *testing.T) *fakes {
 	ctx := context.Background()
 	f := &fakes{t: t, dir: t.TempDir(), failedA: time.Date(2026, 6, 2, 3, 4, 5, 6000, time.UTC)}
 
-	f.ps = pstest.NewServer()
-	t.Cleanup(func() { f.ps.Close() })
-	conn, err := grpc.NewClient(f.ps.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	b, err := fake.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.pubsub, err = pubsub.NewClient(ctx, testProject, option.WithGRPCConn(conn)); err != nil {
+	t.Cleanup(b.Close)
+	f.ps = b.PubSub
+	if f.pubsub, err = b.PubSubClient(ctx, testProject); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.pubsub.Close() })
-
-	bts, err := bttest.NewServer("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bts.Close)
-	dial := func() option.ClientOption {
-		c, err := grpc.NewClient(bts.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return option.WithGRPCConn(c)
-	}
-	if f.bt, err = bigtable.NewClientWithConfig(ctx, testProject, testInstance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, dial()); err != nil {
+	if f.bt, err = b.BigtableClient(ctx, testProject, testInstance); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.bt.Close() })
-	if f.admin, err = bigtable.NewAdminClient(ctx, testProject, testInstance, dial()); err != nil {
+	if f.admin, err = b.BigtableAdmin(ctx, testProject, testInstance); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.admin.Close() })

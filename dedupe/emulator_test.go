@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/metrics"
 )
 
@@ -28,7 +29,9 @@ func emulatorClient(t testing.TB) *bigtable.Client {
 	}
 	t.Cleanup(func() { client.Close() })
 	defer admin.Close()
-	createStateTable(t, admin, testTable)
+	if err := fake.CreateStateTable(context.Background(), admin, testTable, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	return client
 }
 

@@ -11,14 +11,10 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/metrics"
-	"github.com/pubsink/pubsink/internal/state"
 )
 
 const testTable = "state"
@@ -50,50 +46,17 @@ func (c *clock) Advance(d time.Duration) {
 // and returns a data client on it.
 func bttestClient(t testing.TB) *bigtable.Client {
 	t.Helper()
-	srv, err := bttest.NewServer("127.0.0.1:0")
+	b, err := fake.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
-	ctx := context.Background()
-	dial := func() *grpc.ClientConn {
-		conn, err := grpc.NewClient("passthrough:///"+srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
-	admin, err := bigtable.NewAdminClient(ctx, "p", "i", option.WithGRPCConn(dial()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	createStateTable(t, admin, testTable)
-	client, err := bigtable.NewClientWithConfig(ctx, "p", "i",
-		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(dial()))
+	t.Cleanup(b.Close)
+	client, err := b.StateTable(context.Background(), "p", "i", testTable, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
 	return client
-}
-
-// createStateTable creates the state table's dedupe family with the GC rule
-// that setup gives it.
-func createStateTable(t testing.TB, admin *bigtable.AdminClient, table string) {
-	t.Helper()
-	ctx := context.Background()
-	if err := admin.CreateTable(ctx, table); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range state.Families(time.Hour) {
-		if err := admin.CreateColumnFamily(ctx, table, f.Name); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.SetGCPolicy(ctx, table, f.Name, f.GC); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // countingStore counts the catalog I/O of a store and injects failures.

@@ -14,11 +14,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
+	fakes "github.com/pubsink/pubsink/internal/fake"
 )
 
 const project = "p"
@@ -33,17 +31,17 @@ type fake struct {
 
 func newFake(t *testing.T) *fake {
 	t.Helper()
-	srv := pstest.NewServer()
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	b, err := fakes.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := pubsub.NewClient(context.Background(), project, option.WithGRPCConn(conn), option.WithTelemetryDisabled())
+	srv := b.PubSub
+	client, err := b.PubSubClient(context.Background(), project)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fake{srv: srv, client: client, topic: "projects/p/topics/t", sub: "projects/p/subscriptions/s"}
-	t.Cleanup(func() { client.Close(); srv.Close() })
+	t.Cleanup(func() { client.Close(); b.Close() })
 	ctx := context.Background()
 	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: f.topic}); err != nil {
 		t.Fatal(err)

@@ -10,16 +10,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/source"
@@ -31,14 +27,15 @@ const (
 	stateTable = "pubsink_state"
 )
 
-func dial(t testing.TB, addr string) *grpc.ClientConn {
+// backends starts the in-process Pub/Sub fake and Bigtable emulator.
+func backends(t testing.TB) *fake.Backends {
 	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	b, err := fake.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	t.Cleanup(b.Close)
+	return b
 }
 
 // fakePubSub is a pstest server with one topic and two subscriptions on
@@ -53,10 +50,8 @@ type fakePubSub struct {
 
 func newFakePubSub(t testing.TB) *fakePubSub {
 	t.Helper()
-	srv := pstest.NewServer()
-	t.Cleanup(func() { srv.Close() })
 	ctx := context.Background()
-	client, err := pubsub.NewClient(ctx, project, option.WithGRPCConn(dial(t, srv.Addr)), option.WithTelemetryDisabled())
+	client, err := backends(t).PubSubClient(ctx, project)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,30 +93,7 @@ func (f *fakePubSub) source(sub string) *source.Source {
 // client of it.
 func newStateTable(t testing.TB) *bigtable.Client {
 	t.Helper()
-	srv, err := bttest.NewServer("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	conn := dial(t, srv.Addr)
-	ctx := context.Background()
-	admin, err := bigtable.NewAdminClient(ctx, project, instance, option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateTable(ctx, stateTable); err != nil {
-		t.Fatal(err)
-	}
-	for _, fam := range state.Families(10 * time.Minute) {
-		if err := admin.CreateColumnFamily(ctx, stateTable, fam.Name); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.SetGCPolicy(ctx, stateTable, fam.Name, fam.GC); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client, err := bigtable.NewClientWithConfig(ctx, project, instance,
-		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
+	client, err := backends(t).StateTable(context.Background(), project, instance, stateTable, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,15 +10,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/setup"
 )
 
@@ -43,31 +40,23 @@ type fakes struct {
 
 func newFakes(t *testing.T) *fakes {
 	t.Helper()
-	psSrv := pstest.NewServer()
-	btSrv, err := bttest.NewServer("127.0.0.1:0")
+	b, err := fake.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func(addr string) *grpc.ClientConn {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
-	ps, err := pubsub.NewClient(context.Background(), "p", option.WithGRPCConn(dial(psSrv.Addr)), option.WithTelemetryDisabled())
+	ps, err := b.PubSubClient(context.Background(), "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ps.Close(); psSrv.Close(); btSrv.Close() })
+	t.Cleanup(func() { ps.Close(); b.Close() })
 	return &fakes{
-		psSrv: psSrv,
+		psSrv: b.PubSub,
 		ps:    ps,
 		opts: Options{PubSub: ps, Bigtable: func(ctx context.Context, instance string) (*bigtable.Client, error) {
-			return bigtable.NewClientWithConfig(ctx, "p", instance, bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(dial(btSrv.Addr)))
+			return b.BigtableClient(ctx, "p", instance)
 		}},
 		admin: func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-			return bigtable.NewAdminClient(ctx, "p", instance, option.WithGRPCConn(dial(btSrv.Addr)))
+			return b.BigtableAdmin(ctx, "p", instance)
 		},
 	}
 }

@@ -15,16 +15,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/app"
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/setup"
 	"github.com/pubsink/pubsink/pipeline"
 )
@@ -65,32 +61,21 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	pc := cfg.Pipelines[0]
 
 	// The in-process backends.
-	psSrv := pstest.NewServer()
-	defer psSrv.Close()
-	btSrv, err := bttest.NewServer("127.0.0.1:0")
+	fakes, err := fake.Start()
 	if err != nil {
-		return fmt.Errorf("bigtable emulator: %w", err)
+		return err
 	}
-	defer btSrv.Close()
-	ps, err := dialPubSub(ctx, psSrv.Addr, cfg.Project)
+	defer fakes.Close()
+	ps, err := fakes.PubSubClient(ctx, cfg.Project)
 	if err != nil {
 		return err
 	}
 	defer ps.Close()
 	openBigtable := func(ctx context.Context, instance string) (*bigtable.Client, error) {
-		conn, err := dial(btSrv.Addr)
-		if err != nil {
-			return nil, err
-		}
-		return bigtable.NewClientWithConfig(ctx, cfg.Project, instance,
-			bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
+		return fakes.BigtableClient(ctx, cfg.Project, instance)
 	}
 	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-		conn, err := dial(btSrv.Addr)
-		if err != nil {
-			return nil, err
-		}
-		return bigtable.NewAdminClient(ctx, cfg.Project, instance, option.WithGRPCConn(conn))
+		return fakes.BigtableAdmin(ctx, cfg.Project, instance)
 	}
 
 	fmt.Fprintf(out, "pubsink demo: an in-process Pub/Sub fake (pstest) and Bigtable emulator (bttest) on loopback\n\n")
@@ -98,7 +83,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 		return fmt.Errorf("setup: %w", err)
 	}
 	stream := sampleStream(opts.Messages, time.Now(), opts.Seed)
-	publish(psSrv, cfg.TopicName(pc.Source.Topic), stream)
+	publish(fakes.PubSub, cfg.TopicName(pc.Source.Topic), stream)
 	expect := tally(stream)
 	fmt.Fprintf(out, "published %d messages to %s: %d readings from 12 sensors, %d duplicates (a publisher's retries), %d poison\n",
 		len(stream), pc.Source.Topic, expect["reading"], expect["duplicate"], len(stream)-expect["reading"]-expect["duplicate"])
@@ -274,16 +259,4 @@ func summarize(ctx context.Context, out io.Writer, st pipeline.Status, expect ma
 		return errors.New("demo outcome does not match the stream: " + strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
-
-func dialPubSub(ctx context.Context, addr, project string) (*pubsub.Client, error) {
-	conn, err := dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	return pubsub.NewClient(ctx, project, option.WithGRPCConn(conn), option.WithTelemetryDisabled())
 }

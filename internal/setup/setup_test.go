@@ -8,15 +8,11 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/state"
 )
 
@@ -45,30 +41,22 @@ type fakes struct {
 func newFakes(t *testing.T) *fakes {
 	t.Helper()
 	ctx := context.Background()
-	psSrv := pstest.NewServer()
-	btSrv, err := bttest.NewServer("127.0.0.1:0")
+	b, err := fake.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := func(addr string) *grpc.ClientConn {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
-	ps, err := pubsub.NewClient(ctx, "p", option.WithGRPCConn(dial(psSrv.Addr)), option.WithTelemetryDisabled())
+	ps, err := b.PubSubClient(ctx, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fakes{ps: ps}
 	f.admin = func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-		return bigtable.NewAdminClient(ctx, "p", instance, option.WithGRPCConn(dial(btSrv.Addr)))
+		return b.BigtableAdmin(ctx, "p", instance)
 	}
 	if f.ac, err = f.admin(ctx, "i"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.ac.Close(); ps.Close(); psSrv.Close(); btSrv.Close() })
+	t.Cleanup(func() { f.ac.Close(); ps.Close(); b.Close() })
 	return f
 }
 
