@@ -165,8 +165,8 @@ func (d *Dedupe) Check(ctx context.Context) error {
 // was not, the caller holds key and must end the hold with exactly one
 // terminal call on the returned Claim: Release, or Commit returning nil.
 // After that the Claim must not be used: it is recycled. A Commit that
-// failed has ended the hold already; it may be called again (to retry the
-// record) or the Claim dropped.
+// failed keeps the hold: call Commit again (to retry the record) or
+// Release.
 //
 // A key that no filter may hold costs no I/O. Otherwise Claim waits for a
 // batched catalog read; only a record younger than the window makes dup
