@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+)
+
+// messageID is the id attribute (and row key) of message i of a run.
+func messageID(i int) string { return fmt.Sprintf("m%09d", i) }
+
+// payload is the JSON payload of message i, padded to about size bytes.
+func payload(i int, id string, size int) []byte {
+	b := fmt.Appendf(nil, `{"id":%q,"seq":%d,"customer":"c-%05d","amount":%d.%02d,"currency":"EUR","items":%d,"note":"`,
+		id, i, i%50_000, i%1000, i%100, 1+i%7)
+	for len(b) < size-2 {
+		b = append(b, byte('a'+i%26))
+	}
+	return append(b, `"}`...)
+}
+
+// preload publishes n messages to topic and returns, for every every-th
+// message, the time its publish call returned: a bound on its publish time
+// within a few milliseconds.
+func (b *bench) preload(ctx context.Context, topic string, n, every int) (map[string]time.Time, error) {
+	pub := b.pubsub.Publisher(topic)
+	pub.PublishSettings.CountThreshold = 1000
+	pub.PublishSettings.ByteThreshold = 2 << 20
+	pub.PublishSettings.DelayThreshold = 10 * time.Millisecond
+	pub.PublishSettings.FlowControlSettings = pubsub.FlowControlSettings{
+		MaxOutstandingMessages: 50_000,
+		LimitExceededBehavior:  pubsub.FlowControlBlock,
+	}
+	defer pub.Stop()
+
+	results := make(chan *pubsub.PublishResult, 50_000)
+	errc := make(chan error, 1)
+	go func() {
+		var first error
+		for r := range results {
+			if _, err := r.Get(ctx); err != nil && first == nil {
+				first = err
+			}
+		}
+		errc <- first
+	}()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	published := make(map[string]time.Time, n/every+1)
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		id := messageID(i)
+		r := pub.Publish(ctx, &pubsub.Message{
+			Data:       payload(i, id, b.o.payload),
+			Attributes: map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
+		})
+		if i%every == 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-r.Ready():
+				case <-ctx.Done():
+					return
+				}
+				t := time.Now()
+				mu.Lock()
+				published[id] = t
+				mu.Unlock()
+			}()
+		}
+		results <- r
+	}
+	close(results)
+	wg.Wait()
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	return published, ctx.Err()
+}
+
+// sampler finds when sampled rows appear in the sink table.
+type sampler struct {
+	table     *bigtable.Table
+	published map[string]time.Time // read-only
+
+	mu      sync.Mutex
+	latency map[string]time.Duration
+	done    chan struct{} // closed once every sampled row was seen
+}
+
+func newSampler(table *bigtable.Table, published map[string]time.Time) *sampler {
+	return &sampler{table: table, published: published, latency: make(map[string]time.Duration, len(published)), done: make(chan struct{})}
+}
+
+// run reads the rows not yet seen every interval until all were seen or
+// ctx ends. A row found by a read is taken to have been written halfway
+// between the start of the previous read and the start of this one.
+func (s *sampler) run(ctx context.Context, interval time.Duration) {
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	pending := make([]string, 0, len(s.published))
+	for k := range s.published {
+		pending = append(pending, k)
+	}
+	slices.Sort(pending)
+	var prev time.Time
+	for len(pending) > 0 {
+		start := time.Now()
+		seen := map[string]bool{}
+		err := s.table.ReadRows(ctx, bigtable.RowList(pending), func(r bigtable.Row) bool {
+			seen[r.Key()] = true
+			return true
+		}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+		if err == nil && len(seen) > 0 {
+			at := start
+			if !prev.IsZero() {
+				at = prev.Add(start.Sub(prev) / 2)
+			}
+			s.mu.Lock()
+			for k := range seen {
+				s.latency[k] = at.Sub(s.published[k])
+			}
+			s.mu.Unlock()
+			pending = slices.DeleteFunc(pending, func(k string) bool { return seen[k] })
+		}
+		prev = start
+		if len(pending) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+	close(s.done)
+}
+
+// quantiles returns the p50 and p99 of the latencies seen, and how many.
+func (s *sampler) quantiles() (p50, p99 time.Duration, n int) {
+	s.mu.Lock()
+	ls := make([]time.Duration, 0, len(s.latency))
+	for _, l := range s.latency {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	if len(ls) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(ls)
+	q := func(p float64) time.Duration { return ls[min(len(ls)-1, int(p*float64(len(ls))))] }
+	return q(0.50), q(0.99), len(ls)
+}

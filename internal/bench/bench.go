@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/setup"
+)
+
+const (
+	project  = "bench"
+	instance = "bench"
+	// pipelineName is the pipeline of every connector: the label the bench
+	// scrapes.
+	pipelineName = "bench"
+)
+
+// kind is a connector under test.
+type kind string
+
+const (
+	naive       kind = "naive"
+	atLeastOnce kind = "at_least_once"
+	exactlyOnce kind = "exactly_once"
+	// exactlyOnceNoTracking is exactly_once without the tracking
+	// subscription (no watermark): it separates the cost of dedupe from
+	// the cost of reading every message a second time.
+	exactlyOnceNoTracking kind = "exactly_once_no_tracking"
+)
+
+// Batching and flow control that every connector gets: pubsink's defaults.
+const (
+	batchMessages   = 500
+	batchBytes      = 4 << 20
+	batchDelayMS    = 20
+	flushesInFlight = 4 // internal/batch's DefaultMaxInFlight
+	maxOutstanding  = 1000
+)
+
+// bench is one invocation: the emulators, clients on them, the binaries.
+type bench struct {
+	o       options
+	dir     string // configs and logs
+	tempDir bool   // dir is ours to remove
+	self    string // this binary, for `bench naive` and `bench inproc`
+	pubsink string // the pubsink binary
+
+	ps     *emulator.PubSub
+	bt     *emulator.Bigtable
+	pubsub *pubsub.Client
+	data   *bigtable.Client
+	admin  *bigtable.AdminClient
+	seq    int // runs so far, for fresh names
+}
+
+// newBench builds pubsink and starts the emulators. Call close.
+func newBench(ctx context.Context, o options) (_ *bench, err error) {
+	b := &bench{o: o, dir: o.logDir}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	if b.dir == "" {
+		if b.dir, err = os.MkdirTemp("", "pubsink-bench-"); err != nil {
+			return nil, err
+		}
+		b.tempDir = true
+	} else if err = os.MkdirAll(b.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if b.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	b.pubsink = o.pubsink
+	if b.pubsink == "" {
+		b.pubsink = filepath.Join(b.dir, "pubsink")
+		build := exec.CommandContext(ctx, "go", "build", "-o", b.pubsink, "github.com/pubsink/pubsink")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("building pubsink (run the bench from the module, or pass -pubsink): %w", err)
+		}
+	}
+	eo := emulator.Options{}
+	if !b.tempDir {
+		eo.LogDir = b.dir
+	}
+	if b.ps, err = emulator.StartPubSub(ctx, eo); err != nil {
+		return nil, err
+	}
+	if b.bt, err = emulator.StartBigtable(ctx, eo); err != nil {
+		return nil, err
+	}
+	if b.pubsub, err = b.ps.Client(ctx, project); err != nil {
+		return nil, err
+	}
+	if b.data, b.admin, err = b.bt.Clients(ctx, project, instance); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// close stops the emulators and removes what the bench created.
+func (b *bench) close() {
+	if b.pubsub != nil {
+		b.pubsub.Close()
+	}
+	if b.data != nil {
+		b.data.Close()
+	}
+	if b.admin != nil {
+		b.admin.Close()
+	}
+	if b.ps != nil {
+		b.ps.Stop()
+	}
+	if b.bt != nil {
+		b.bt.Stop()
+	}
+	if b.tempDir {
+		os.RemoveAll(b.dir)
+	}
+}
+
+// env is the environment of a child: this one's, pointed at the emulators.
+func (b *bench) env() []string {
+	env := append(os.Environ(), b.ps.Env()...)
+	return append(env, b.bt.Env()...)
+}
+
+// names are the fresh resources of one run.
+type names struct {
+	suffix                             string
+	topic, sub, tracking, table, state string
+}
+
+func (b *bench) names(k kind, round int) names {
+	b.seq++
+	s := fmt.Sprintf("%s-r%d-%d", strings.ReplaceAll(string(k), "_", "-"), round, b.seq)
+	n := names{suffix: s, topic: "t-" + s, sub: "s-" + s, table: "rows-" + s, state: "state-" + s}
+	if k == exactlyOnce {
+		n.tracking = "tr-" + s
+	}
+	return n
+}
+
+// configYAML is the pubsink configuration of a run. For the naive
+// connector it only serves setup.
+func (b *bench) configYAML(k kind, n names, httpAddr string) string {
+	mode := "exactly_once"
+	if k == naive || k == atLeastOnce {
+		mode = "at_least_once"
+	}
+	var extra strings.Builder
+	if n.tracking != "" {
+		fmt.Fprintf(&extra, "      tracking_subscription: %s\n", n.tracking)
+	}
+	if b.o.streams > 0 {
+		fmt.Fprintf(&extra, "      streams: %d\n", b.o.streams)
+	}
+	// Every other setting is pubsink's default: max_outstanding_messages
+	// 1000, batch 500 rows / 4 MiB / 20 ms, row key {attributes.id}, one
+	// column data: {data}, cell timestamp = event time.
+	return fmt.Sprintf(`project: %s
+log: {level: info, format: json}
+http: {addr: %q}
+state: {instance: %s, table: %s}
+pipelines:
+  - name: %s
+    mode: %s
+    source:
+      topic: %s
+      subscription: %s
+      id_attribute: id
+      timestamp_attribute: ts
+%s    sink:
+      table: %s
+`, project, httpAddr, instance, n.state, pipelineName, mode, n.topic, n.sub, extra.String(), n.table)
+}
+
+// setUp writes the configuration of a run and creates its topic,
+// subscriptions and tables.
+func (b *bench) setUp(ctx context.Context, k kind, n names, httpAddr string) (string, *config.Config, error) {
+	path := filepath.Join(b.dir, n.suffix+".yaml")
+	if err := os.WriteFile(path, []byte(b.configYAML(k, n, httpAddr)), 0o644); err != nil {
+		return "", nil, err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return "", nil, err
+	}
+	admin := func(ctx context.Context, inst string) (*bigtable.AdminClient, error) {
+		data, admin, err := b.bt.Clients(ctx, project, inst)
+		if data != nil {
+			data.Close()
+		}
+		return admin, err
+	}
+	if err := setup.Run(ctx, cfg, b.pubsub, admin, io.Discard); err != nil {
+		return "", nil, fmt.Errorf("setup: %w", err)
+	}
+	return path, cfg, nil
+}
+
+// tearDown deletes what setUp created, so the emulators do not grow from
+// run to run.
+func (b *bench) tearDown(ctx context.Context, n names) error {
+	var errs []error
+	for _, s := range []string{n.sub, n.tracking} {
+		if s == "" {
+			continue
+		}
+		err := b.pubsub.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{
+			Subscription: "projects/" + project + "/subscriptions/" + s})
+		errs = append(errs, err)
+	}
+	err := b.pubsub.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: "projects/" + project + "/topics/" + n.topic})
+	errs = append(errs, err)
+	tables, err := b.admin.Tables(ctx)
+	errs = append(errs, err)
+	for _, t := range tables {
+		if t == n.table || t == n.state {
+			errs = append(errs, b.admin.DeleteTable(ctx, t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// countRows counts the rows of a table.
+func (b *bench) countRows(ctx context.Context, table string) (int, error) {
+	n := 0
+	err := b.data.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(bigtable.Row) bool {
+		n++
+		return true
+	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+	return n, err
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

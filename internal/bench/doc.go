@@ -1,0 +1,78 @@
+// Command bench measures what pubsink costs per message against a naive
+// at-least-once connector, on the real emulators, in one invocation:
+//
+//	go run ./internal/bench                      # 200,000 messages, 3 rounds, 10 streams
+//	go run ./internal/bench -n 50000 -rounds 5   # quicker, more rounds
+//	go run ./internal/bench -profile prof/       # also CPU and alloc profiles of each connector
+//	go run ./internal/bench -memory              # 1,000,000-message backlog, defaults: peak RSS
+//
+// It starts the Pub/Sub emulator and cbtemulator (internal/emulator), builds
+// the pubsink binary, and for each round drains a fresh backlog of N
+// messages (about 200-byte JSON payloads, with an id and an event-time
+// attribute) with, in an order that rotates from round to round:
+//
+//	naive          a raw Pub/Sub v2 subscriber that batches rows into ApplyBulk
+//	               and acks each message after its batch was written: no
+//	               dedupe, no watermark, no dead letter (this binary, re-run as
+//	               `bench naive`)
+//	at_least_once  the pubsink binary, mode at_least_once
+//	exactly_once   the pubsink binary, mode exactly_once, with a tracking
+//	               subscription (the watermark)
+//
+// and, with -connectors, exactly_once_no_tracking: exactly_once without the
+// tracking subscription, which separates the cost of dedupe from the cost
+// of reading every message a second time for the watermark.
+//
+// Each connector is a child process, so its CPU time and peak RSS come from
+// its own rusage. All three get the same streams, the same flow control
+// budget (1000 messages), the same batching (500 rows, 4 MiB, 20 ms, four
+// ApplyBulk calls in flight), the same row (key = the id attribute, one
+// column with the payload, cell timestamp = the event time) and the same
+// metrics registry (internal/metrics, scraped the same way), so the ratios
+// are the cost of what pubsink adds.
+//
+// # What is measured
+//
+//   - msg/s: commits per second while the backlog drains, between the
+//     scrapes (every 100 ms) where 1% and 99% of it had committed, from the
+//     connector's own pubsink_messages_committed_total. Start-up and the last
+//     1% are left out; "drain s" is the whole time from exec to the last
+//     commit.
+//   - CPU s/M: user+system seconds of the child process, its whole life
+//     (start-up and shutdown included), per million messages.
+//   - RSS MB: the child's peak resident set (VmHWM, read while it runs;
+//     rusage's maxrss would include the bench's own RSS, inherited across
+//     exec on Linux).
+//   - p50/p99: publish → row in Bigtable, for a sample of about 2,000
+//     messages of the backlog: the bench notes when each sampled message's
+//     publish call returned, and reads the sampled rows from the sink table
+//     every 100 ms until each appears. It is measured outside the
+//     connectors, the same way for all three, at 100 ms resolution. (The
+//     connectors' own pubsink_commit_latency_seconds histograms have 2.5×
+//     buckets: too coarse for a p99.) In a backlog drain it is mostly the
+//     time a message waits behind the backlog, so it follows throughput.
+//
+// Every run uses fresh topic, subscriptions and tables (the emulators keep
+// state) and deletes them afterwards; after each run the sink table must
+// hold exactly N rows, or the run is reported as failed.
+//
+// The machine is shared and noisy: compare only figures of one invocation.
+// The summary gives medians with min–max, and the ratios of the medians
+// (with the min–max of the per-round ratios, since a round's runs are close
+// in time).
+//
+// # Memory
+//
+// -memory drains a backlog of 1,000,000 messages (-n to change) with
+// pubsink exactly_once, tracking subscription on, and every other setting at
+// its default (streams too, unless -streams is given), and reports the peak
+// RSS, sampled RSS along the way, and the drain.
+//
+// # Profiles
+//
+// -profile DIR runs each connector once more after the rounds, with a CPU
+// profile and an alloc profile written to DIR (naive.cpu.pprof,
+// exactly_once.allocs.pprof, ...). pubsink is then run in-process by this
+// binary (`bench inproc`, the same code path as `pubsink run`: config.Load,
+// app.Open, App.Run), since the pubsink binary has no profiling endpoint.
+package main

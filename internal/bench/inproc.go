@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/app"
+	"github.com/pubsink/pubsink/internal/logging"
+)
+
+// runInproc is `bench inproc`: pubsink run, in this process, with
+// profiles. It does what the pubsink binary's run command does (load the
+// config, build the logger, app.Open, App.Run until SIGTERM), so a profile
+// of it is a profile of pubsink.
+func runInproc(args []string) int {
+	fs := flag.NewFlagSet("inproc", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file")
+	var pf profileFlags
+	pf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := inproc(ctx, *path, &pf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inproc:", err)
+		return 1
+	}
+	return 0
+}
+
+func inproc(ctx context.Context, path string, pf *profileFlags) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	a, err := app.Open(ctx, log, cfg, app.Options{})
+	if err != nil {
+		return err
+	}
+	stopProfiles, err := pf.start()
+	if err != nil {
+		return err
+	}
+	err = a.Run(ctx)
+	return errors.Join(err, stopProfiles())
+}
+
+// profileFlags are -cpuprofile and -allocprofile.
+type profileFlags struct {
+	cpu, allocs string
+}
+
+func (p *profileFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile here")
+	fs.StringVar(&p.allocs, "allocprofile", "", "write an alloc profile here on exit")
+}
+
+// start starts the CPU profile; the function it returns stops it and
+// writes the alloc profile.
+func (p *profileFlags) start() (func() error, error) {
+	var cpu *os.File
+	if p.cpu != "" {
+		f, err := os.Create(p.cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		cpu = f
+	}
+	return func() error {
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpu.Close())
+		}
+		if p.allocs != "" {
+			f, err := os.Create(p.allocs)
+			if err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			runtime.GC()
+			errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		return errors.Join(errs...)
+	}, nil
+}

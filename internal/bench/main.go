@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "naive":
+			os.Exit(runNaive(os.Args[2:]))
+		case "inproc":
+			os.Exit(runInproc(os.Args[2:]))
+		}
+	}
+	os.Exit(runBench(os.Args[1:]))
+}
+
+// options are the flags of the bench.
+type options struct {
+	n          int
+	rounds     int
+	streams    int // 0: the pipeline default (memory mode without -streams)
+	connectors []kind
+	payload    int
+	memory     bool
+	profileDir string
+	logDir     string
+	pubsink    string
+	timeout    time.Duration
+	samples    int
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	var connectors string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&o.n, "n", 200_000, "messages per run (with -memory: 1,000,000)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every connector once, in a rotating order")
+	fs.IntVar(&o.streams, "streams", 10, "StreamingPull streams of every connector (with -memory: the pipeline default)")
+	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking (with -memory: exactly_once)")
+	fs.IntVar(&o.payload, "payload", 200, "payload size in bytes, about")
+	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
+	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, run each connector once more with CPU and alloc profiles written to this directory")
+	fs.StringVar(&o.logDir, "logs", "", "keep the emulators' and children's logs in this directory (default: a temporary one, removed)")
+	fs.StringVar(&o.pubsink, "pubsink", "", "pubsink binary to run (default: built from this module)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up on a run after this long (default: 2 min + 2 ms per message)")
+	fs.IntVar(&o.samples, "samples", 2000, "messages per run whose publish → row latency is measured")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.memory {
+		if !set["n"] {
+			o.n = 1_000_000
+		}
+		if !set["streams"] {
+			o.streams = 0
+		}
+		if !set["connectors"] {
+			connectors = string(exactlyOnce)
+		}
+		if !set["rounds"] {
+			o.rounds = 1
+		}
+	}
+	for _, c := range strings.Split(connectors, ",") {
+		k := kind(strings.TrimSpace(c))
+		switch k {
+		case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking:
+			o.connectors = append(o.connectors, k)
+		default:
+			return o, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking)", c)
+		}
+	}
+	if o.n < 1 || o.rounds < 0 || o.streams < 0 || o.payload < 64 || o.samples < 1 {
+		return o, fmt.Errorf("-n, -samples must be positive, -rounds and -streams not negative, -payload at least 64")
+	}
+	if o.timeout == 0 {
+		o.timeout = 2*time.Minute + time.Duration(o.n)*2*time.Millisecond
+	}
+	return o, nil
+}
+
+func runBench(args []string) int {
+	o, err := parseOptions(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer b.close()
+	if o.memory {
+		err = b.memory(ctx)
+	} else {
+		err = b.rounds(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/server"
+)
+
+// runNaive is `bench naive`: the baseline connector, the way one would
+// write it without pubsink. A raw Pub/Sub v2 subscriber hands each message
+// to a collector goroutine that groups rows into ApplyBulk calls (500 rows,
+// 4 MiB or 20 ms, at most four calls in flight, like pubsink's defaults);
+// the callback waits for its row's result and acks (or nacks) the message.
+// No dedupe, no watermark, no dead letter, no retry beyond the client's.
+//
+// It keeps pubsink's committed counter and commit-latency histogram in the
+// same registry, served the same way, so that the bench scrapes every
+// connector alike.
+func runNaive(args []string) int {
+	fs := flag.NewFlagSet("naive", flag.ContinueOnError)
+	proj := fs.String("project", project, "project")
+	sub := fs.String("subscription", "", "full subscription name")
+	inst := fs.String("instance", instance, "Bigtable instance")
+	table := fs.String("table", "", "sink table")
+	family := fs.String("family", "d", "column family")
+	streams := fs.Int("streams", 10, "StreamingPull streams (0: the client's default)")
+	addr := fs.String("http", "127.0.0.1:0", "metrics address")
+	var pf profileFlags
+	pf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	stopProfiles, err := pf.start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "naive:", err)
+		return 1
+	}
+	err = naiveRun(ctx, *proj, *sub, *inst, *table, *family, *streams, *addr)
+	if perr := stopProfiles(); err == nil {
+		err = perr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "naive:", err)
+		return 1
+	}
+	return 0
+}
+
+func naiveRun(ctx context.Context, proj, sub, inst, table, family string, streams int, addr string) error {
+	ps, err := pubsub.NewClient(context.WithoutCancel(ctx), proj)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	bt, err := bigtable.NewClient(context.WithoutCancel(ctx), proj, inst)
+	if err != nil {
+		return err
+	}
+	defer bt.Close()
+
+	reg := metrics.New()
+	m := reg.Pipeline(pipelineName)
+	srv, err := server.Listen(zap.NewNop(), addr, reg.Registry, server.Probes{
+		Ready:  func(context.Context) error { return nil },
+		Status: func() any { return struct{}{} },
+	})
+	if err != nil {
+		return err
+	}
+	go srv.Serve()
+	defer srv.Shutdown(context.Background())
+
+	w := &writer{table: bt.Open(table), in: make(chan *row), slots: make(chan struct{}, flushesInFlight)}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.collect() }()
+
+	s := ps.Subscriber(sub)
+	if streams > 0 {
+		s.ReceiveSettings.NumGoroutines = streams
+	}
+	s.ReceiveSettings.MaxOutstandingMessages = maxOutstanding
+	err = s.Receive(ctx, func(_ context.Context, msg *pubsub.Message) {
+		ts := msg.PublishTime
+		if ms, err := strconv.ParseInt(msg.Attributes["ts"], 10, 64); err == nil {
+			ts = time.UnixMilli(ms)
+		}
+		mut := bigtable.NewMutation()
+		mut.Set(family, "data", bigtable.Timestamp(ts.UnixMicro()).TruncateToMilliseconds(), msg.Data)
+		r := &row{key: msg.Attributes["id"], mut: mut, size: len(msg.Data), done: make(chan error, 1)}
+		w.in <- r
+		if err := <-r.done; err != nil {
+			msg.Nack()
+			return
+		}
+		m.Committed.Inc()
+		m.CommitLatency.Observe(time.Since(msg.PublishTime).Seconds())
+		msg.Ack()
+	})
+	close(w.in) // every callback returned: nothing more comes
+	wg.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// row is one message's write, waiting for its batch.
+type row struct {
+	key  string
+	mut  *bigtable.Mutation
+	size int
+	done chan error
+}
+
+// writer groups rows into ApplyBulk calls.
+type writer struct {
+	table *bigtable.Table
+	in    chan *row
+	slots chan struct{} // one per ApplyBulk in flight
+	wg    sync.WaitGroup
+}
+
+// collect batches the rows of w.in until it is closed, then waits for the
+// calls in flight.
+func (w *writer) collect() {
+	var batch []*row
+	bytes := 0
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	send := func() {
+		timer.Stop()
+		w.slots <- struct{}{} // blocks while four calls are in flight
+		w.wg.Add(1)
+		go w.apply(batch)
+		batch, bytes = nil, 0
+	}
+	for {
+		select {
+		case r, ok := <-w.in:
+			if !ok {
+				if len(batch) > 0 {
+					send()
+				}
+				w.wg.Wait()
+				return
+			}
+			if len(batch) == 0 {
+				timer.Reset(batchDelayMS * time.Millisecond)
+			}
+			batch = append(batch, r)
+			bytes += r.size + len(r.key)
+			if len(batch) >= batchMessages || bytes >= batchBytes {
+				send()
+			}
+		case <-timer.C:
+			if len(batch) > 0 {
+				send()
+			}
+		}
+	}
+}
+
+func (w *writer) apply(batch []*row) {
+	defer w.wg.Done()
+	defer func() { <-w.slots }()
+	keys := make([]string, len(batch))
+	muts := make([]*bigtable.Mutation, len(batch))
+	for i, r := range batch {
+		keys[i], muts[i] = r.key, r.mut
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs, err := w.table.ApplyBulk(ctx, keys, muts)
+	for i, r := range batch {
+		switch {
+		case err != nil:
+			r.done <- err
+		case errs != nil:
+			r.done <- errs[i]
+		default:
+			r.done <- nil
+		}
+	}
+}

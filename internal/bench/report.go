@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// rounds runs every connector once per round, in an order that rotates
+// from round to round (so that no connector always runs first, on a cold
+// emulator, or last), then prints the table, and the profiles if asked.
+func (b *bench) rounds(ctx context.Context) error {
+	out := os.Stdout
+	fmt.Fprintf(out, "pubsink bench: %d messages per run, %d rounds, %s streams, %d-byte payloads; %s\n",
+		b.o.n, b.o.rounds, streamsText(b.o.streams), b.o.payload, load())
+	var all []result
+	for r := 0; r < b.o.rounds; r++ {
+		for i := range b.o.connectors {
+			k := b.o.connectors[(i+r)%len(b.o.connectors)]
+			res := b.run(ctx, k, r+1, nil)
+			printRun(os.Stderr, b.o.n, res)
+			all = append(all, res)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	if b.o.rounds > 0 {
+		fmt.Fprintf(out, "\nafter the rounds: %s\n", load())
+		printTable(out, b.o, all)
+	}
+	if b.o.profileDir != "" {
+		if err := os.MkdirAll(b.o.profileDir, 0o755); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nprofiled runs (profiles in %s; not in the table above):\n", b.o.profileDir)
+		for _, k := range b.o.connectors {
+			res := b.run(ctx, k, 0, &profile{dir: b.o.profileDir})
+			printRun(out, b.o.n, res)
+		}
+	}
+	for _, r := range all {
+		if r.err != nil {
+			return fmt.Errorf("%d of %d runs failed", countFailed(all), len(all))
+		}
+	}
+	return nil
+}
+
+func countFailed(rs []result) int {
+	n := 0
+	for _, r := range rs {
+		if r.err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// memory drains one large backlog per connector (by default exactly_once
+// with defaults) and reports its memory.
+func (b *bench) memory(ctx context.Context) error {
+	out := os.Stdout
+	fmt.Fprintf(out, "pubsink memory test: a backlog of %d messages, %s streams, every other setting at its default; %s\n",
+		b.o.n, streamsText(b.o.streams), load())
+	failed := 0
+	for _, k := range b.o.connectors {
+		res := b.run(ctx, k, 1, nil)
+		printRun(out, b.o.n, res)
+		fmt.Fprintf(out, "  RSS while draining (sampled each second; peak from rusage %.0f MB):\n", mb(res.rss))
+		step := max(1, len(res.rssSeen)/20)
+		for i, p := range res.rssSeen {
+			if i%step == 0 || i == len(res.rssSeen)-1 {
+				fmt.Fprintf(out, "    %6.1fs  %8.0f committed  %5.0f MB\n", p.at.Seconds(), p.committed, mb(p.rss))
+			}
+		}
+		if res.err != nil {
+			failed++
+		}
+	}
+	fmt.Fprintf(out, "%s\n", load())
+	if failed > 0 {
+		return fmt.Errorf("%d runs failed", failed)
+	}
+	return nil
+}
+
+func streamsText(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return fmt.Sprint(n)
+}
+
+// printRun prints one run as it finishes.
+func printRun(w io.Writer, n int, r result) {
+	status := "ok"
+	if r.err != nil {
+		status = "FAILED: " + r.err.Error()
+	}
+	fmt.Fprintf(w, "round %d %-13s %8.0f msg/s  %6.2f CPU s/M  %5.0f MB  p50 %5.2fs p99 %5.2fs (%d samples)  drain %5.1fs  dups %.0f  %s\n",
+		r.round, r.kind, r.rate, r.cpuPerMillion(n), mb(r.rss), r.p50.Seconds(), r.p99.Seconds(), r.samples, r.drain.Seconds(), r.dups, status)
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// metric is one column of the table.
+type metric struct {
+	name string
+	get  func(result) float64
+	prec int
+}
+
+func metricsOf(n int) []metric {
+	return []metric{
+		{"msg/s", func(r result) float64 { return r.rate }, 0},
+		{"CPU s/M msg", func(r result) float64 { return r.cpuPerMillion(n) }, 2},
+		{"peak RSS MB", func(r result) float64 { return mb(r.rss) }, 0},
+		{"p50 s", func(r result) float64 { return r.p50.Seconds() }, 2},
+		{"p99 s", func(r result) float64 { return r.p99.Seconds() }, 2},
+		{"drain s", func(r result) float64 { return r.drain.Seconds() }, 1},
+	}
+}
+
+// printTable prints every run, then per connector the median and min–max
+// of each metric over the successful runs, then the ratios to naive.
+func printTable(w io.Writer, o options, all []result) {
+	ms := metricsOf(o.n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "round\tconnector\t"
+	for _, m := range ms {
+		header += m.name + "\t"
+	}
+	fmt.Fprintln(tw, header+"status\t")
+	for _, r := range all {
+		line := fmt.Sprintf("%d\t%s\t", r.round, r.kind)
+		for _, m := range ms {
+			line += fmt.Sprintf("%.*f\t", m.prec, m.get(r))
+		}
+		status := "ok"
+		if r.err != nil {
+			status = "FAILED"
+		}
+		fmt.Fprintln(tw, line+status+"\t")
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nmedian [min–max] over the rounds:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header = "connector\truns\t"
+	for _, m := range ms {
+		header += m.name + "\t"
+	}
+	fmt.Fprintln(tw, header)
+	byKind := map[kind][]result{}
+	for _, r := range all {
+		if r.err == nil {
+			byKind[r.kind] = append(byKind[r.kind], r)
+		}
+	}
+	for _, k := range o.connectors {
+		line := fmt.Sprintf("%s\t%d\t", k, len(byKind[k]))
+		for _, m := range ms {
+			vs := values(byKind[k], m.get)
+			if len(vs) == 0 {
+				line += "-\t"
+				continue
+			}
+			line += fmt.Sprintf("%.*f [%.*f–%.*f]\t", m.prec, median(vs), m.prec, vs[0], m.prec, vs[len(vs)-1])
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+
+	if len(byKind[naive]) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nratios to naive: ratio of the medians [min–max of the per-round ratios]:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header = "ratio\t"
+	for _, m := range ms[:3] {
+		header += m.name + "\t"
+	}
+	fmt.Fprintln(tw, header)
+	for _, k := range o.connectors {
+		if k == naive || len(byKind[k]) == 0 {
+			continue
+		}
+		line := fmt.Sprintf("%s / naive\t", k)
+		for _, m := range ms[:3] {
+			ratio := median(values(byKind[k], m.get)) / median(values(byKind[naive], m.get))
+			var per []float64
+			for _, r := range byKind[k] {
+				for _, a := range byKind[naive] {
+					if a.round == r.round && m.get(a) != 0 {
+						per = append(per, m.get(r)/m.get(a))
+					}
+				}
+			}
+			slices.Sort(per)
+			if len(per) == 0 {
+				line += fmt.Sprintf("%.3f\t", ratio)
+				continue
+			}
+			line += fmt.Sprintf("%.3f [%.3f–%.3f]\t", ratio, per[0], per[len(per)-1])
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// values returns the sorted values of a metric.
+func values(rs []result, get func(result) float64) []float64 {
+	vs := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		vs = append(vs, get(r))
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// median of sorted values.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
+// load is the machine's load average, for context: the machine is shared.
+func load() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load average unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "load average unknown"
+	}
+	return fmt.Sprintf("load average %s %s %s at %s", f[0], f[1], f[2], time.Now().Format("15:04:05"))
+}

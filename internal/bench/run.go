@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// scrapeEvery is how often the bench reads a connector's committed count
+// and the sampled rows.
+const scrapeEvery = 100 * time.Millisecond
+
+// result is what one run measured.
+type result struct {
+	kind  kind
+	round int
+
+	rate    float64       // msg/s between 1% and 99% committed
+	drain   time.Duration // exec → every message committed
+	cpu     time.Duration // user + system, the child's whole life
+	rss     int64         // peak RSS, bytes
+	p50     time.Duration // publish → row, sampled
+	p99     time.Duration
+	samples int
+	rows    int     // rows in the sink table afterwards
+	dups    float64 // duplicates the connector reported
+	rssSeen []rssPoint
+	err     error
+}
+
+// cpuPerMillion is CPU seconds per million messages.
+func (r result) cpuPerMillion(n int) float64 { return r.cpu.Seconds() / float64(n) * 1e6 }
+
+type rssPoint struct {
+	at        time.Duration
+	committed float64
+	rss       int64
+}
+
+// point is one scrape of the committed counter.
+type point struct {
+	at time.Time
+	n  float64
+}
+
+// profile asks a run for CPU and alloc profiles, written under dir.
+type profile struct{ dir string }
+
+// run drains one fresh backlog with connector k and measures it.
+func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) (res result) {
+	res = result{kind: k, round: round}
+	n := b.names(k, round)
+	addr, err := freeAddr()
+	if err != nil {
+		res.err = err
+		return res
+	}
+	path, _, err := b.setUp(ctx, k, n, addr)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := b.tearDown(tctx, n); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: cleaning up after %s: %v\n", n.suffix, err)
+		}
+	}()
+
+	every := max(1, b.o.n/b.o.samples)
+	published, err := b.preload(ctx, "projects/"+project+"/topics/"+n.topic, b.o.n, every)
+	if err != nil {
+		res.err = err
+		return res
+	}
+
+	cmd := b.command(k, n, path, addr, prof)
+	logf, err := os.Create(filepath.Join(b.dir, n.suffix+".log"))
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = b.env()
+	cmd.SysProcAttr = procAttr()
+
+	sctx, cancelSampler := context.WithCancel(ctx)
+	defer cancelSampler()
+	smp := newSampler(b.data.Open(n.table), published)
+	start := time.Now()
+	c, err := startChild(cmd)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	go smp.run(sctx, scrapeEvery)
+
+	series, err := b.watch(ctx, c, addr, start, smp, &res)
+	res.rss = max(res.rss, peakRSS(c.cmd.Process.Pid))
+	stopErr := c.stop()
+	if err == nil && stopErr != nil {
+		err = fmt.Errorf("%s did not stop cleanly: %w (log %s)", k, stopErr, logf.Name())
+	}
+	// Peak RSS is the child's VmHWM, read while it runs (watch) and just
+	// before it is stopped. Not rusage's maxrss: on Linux a child started
+	// with vfork inherits its parent's peak RSS across exec, so maxrss
+	// would report the bench's own RSS when that is larger.
+	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.cpu = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+	}
+	res.p50, res.p99, res.samples = smp.quantiles()
+	res.rate = rate(series, float64(b.o.n))
+	if err != nil {
+		res.err = err
+		return res
+	}
+	if res.rows, err = b.countRows(ctx, n.table); err != nil {
+		res.err = fmt.Errorf("counting rows: %w", err)
+	} else if res.rows != b.o.n {
+		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, b.o.n)
+	}
+	return res
+}
+
+// command is the child process of connector k.
+func (b *bench) command(k kind, n names, path, addr string, prof *profile) *exec.Cmd {
+	var args []string
+	if prof != nil {
+		args = []string{"-cpuprofile", filepath.Join(prof.dir, string(k)+".cpu.pprof"),
+			"-allocprofile", filepath.Join(prof.dir, string(k)+".allocs.pprof")}
+	}
+	switch {
+	case k == naive:
+		args = append([]string{"naive",
+			"-project", project, "-subscription", "projects/" + project + "/subscriptions/" + n.sub,
+			"-instance", instance, "-table", n.table, "-http", addr,
+			"-streams", strconv.Itoa(b.o.streams)}, args...)
+		return exec.Command(b.self, args...)
+	case prof != nil:
+		return exec.Command(b.self, append([]string{"inproc", "-config", path}, args...)...)
+	default:
+		return exec.Command(b.pubsink, "run", "--config", path)
+	}
+}
+
+// watch scrapes the child until every message committed and every sampled
+// row was seen, and returns the committed counts it saw.
+func (b *bench) watch(ctx context.Context, c *child, addr string, start time.Time, smp *sampler, res *result) ([]point, error) {
+	deadline := time.NewTimer(b.o.timeout)
+	defer deadline.Stop()
+	tk := time.NewTicker(scrapeEvery)
+	defer tk.Stop()
+	var series []point
+	var doneAt time.Time
+	lastRSS := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return series, ctx.Err()
+		case <-c.done:
+			return series, fmt.Errorf("%s exited early: %v", res.kind, c.err)
+		case <-deadline.C:
+			last := 0.0
+			if len(series) > 0 {
+				last = series[len(series)-1].n
+			}
+			return series, fmt.Errorf("%s: timed out after %v with %.0f of %d committed", res.kind, b.o.timeout, last, b.o.n)
+		case <-tk.C:
+		}
+		now := time.Now()
+		m, err := scrape(addr)
+		if err != nil {
+			continue // not listening yet
+		}
+		series = append(series, point{now, m.committed})
+		res.dups = m.duplicate
+		res.rss = max(res.rss, peakRSS(c.cmd.Process.Pid))
+		if b.o.memory && now.Sub(lastRSS) >= time.Second {
+			lastRSS = now
+			res.rssSeen = append(res.rssSeen, rssPoint{now.Sub(start), m.committed, procStatus(c.cmd.Process.Pid, "VmRSS:")})
+		}
+		if m.committed >= float64(b.o.n) {
+			if doneAt.IsZero() {
+				doneAt = now
+				res.drain = now.Sub(start)
+			}
+			select {
+			case <-smp.done:
+				return series, nil
+			default:
+			}
+			if now.Sub(doneAt) > 10*time.Second {
+				return series, fmt.Errorf("%s committed every message, but sampled rows are missing from the sink table", res.kind)
+			}
+		}
+	}
+}
+
+// child is a connector process, the leader of its own process group.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it exited
+	err  error         // Wait's, set before done is closed
+}
+
+func startChild(cmd *exec.Cmd) (*child, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() { c.err = cmd.Wait(); close(c.done) }()
+	return c, nil
+}
+
+// stop sends SIGTERM and waits for the child to exit; after a minute it
+// kills the child's process group. It returns the exit error.
+func (c *child) stop() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+		return c.err
+	case <-time.After(time.Minute):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.done
+		return errors.New("killed after a minute")
+	}
+}
+
+// rate is the commit rate between the scrapes where 1% and 99% of n had
+// committed: start-up and the tail are left out.
+func rate(series []point, n float64) float64 {
+	var from, to *point
+	for i := range series {
+		p := &series[i]
+		if from == nil && p.n >= 0.01*n {
+			from = p
+		}
+		if p.n >= 0.99*n {
+			to = p
+			break
+		}
+	}
+	if from == nil || to == nil || !to.at.After(from.at) {
+		return 0
+	}
+	return (to.n - from.n) / to.at.Sub(from.at).Seconds()
+}
+
+// counts are what the bench reads from a connector's /metrics.
+type counts struct {
+	committed, duplicate float64
+}
+
+var scrapeClient = &http.Client{Timeout: 2 * time.Second}
+
+// scrape reads the pipeline's counters from the Prometheus text at
+// http://addr/metrics.
+func scrape(addr string) (counts, error) {
+	var c counts
+	resp, err := scrapeClient.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	found := false
+	label := `{pipeline="` + pipelineName + `"} `
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var dst *float64
+		switch {
+		case strings.HasPrefix(line, "pubsink_messages_committed_total"+label):
+			dst, found = &c.committed, true
+		case strings.HasPrefix(line, "pubsink_messages_duplicate_total"+label):
+			dst = &c.duplicate
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return c, fmt.Errorf("metrics: %q: %w", line, err)
+		}
+		*dst = v
+	}
+	if err := sc.Err(); err != nil {
+		return c, err
+	}
+	if !found {
+		return c, errors.New("metrics: no pubsink_messages_committed_total for the pipeline")
+	}
+	return c, nil
+}
+
+// peakRSS is the peak resident set of a running process (VmHWM), 0 if it
+// cannot be read.
+func peakRSS(pid int) int64 { return procStatus(pid, "VmHWM:") }
+
+// procStatus reads a size field of /proc/PID/status (Linux) in bytes, 0 if
+// it cannot.
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
