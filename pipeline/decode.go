@@ -19,6 +19,9 @@ type record struct {
 	eventTime time.Time
 	key       string // dedupe key
 	row       sinks.Row
+	// cells backs row.Cells when there are at most two columns, so that
+	// the cells cost no allocation of their own.
+	cells [2]sinks.Cell
 }
 
 // decoder turns a message into a record: event time, dedupe key, row. It is
@@ -35,6 +38,11 @@ type decoder struct {
 type column struct {
 	name string
 	tmpl *template.Template
+	// payload: the template is a lone {data}, whose value is the message's
+	// Data itself. No copy is needed: the sink must not retain the row after
+	// Write returns (the Bigtable sink copies the values it batches), and
+	// the handler holds the message until then.
+	payload bool
 }
 
 func newDecoder(cfg config.Pipeline, limits sinks.Limits) (*decoder, error) {
@@ -63,7 +71,7 @@ func newDecoder(cfg config.Pipeline, limits sinks.Limits) (*decoder, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sink.columns.%s: %w", name, err)
 		}
-		d.columns = append(d.columns, column{name: name, tmpl: t})
+		d.columns = append(d.columns, column{name: name, tmpl: t, payload: t.Payload()})
 	}
 	return d, nil
 }
@@ -101,7 +109,9 @@ func (d *decoder) decode(m *source.Message, r *record) error {
 		Attributes:  m.Attributes,
 		Data:        m.Data,
 	}
-	key, err := d.rowKey.AppendTo(nil, &in)
+	// A row key that is a lone attribute or the message ID is that string
+	// itself: no allocation.
+	key, err := d.rowKey.Render(&in)
 	if err != nil {
 		return templateError("row_key", err)
 	}
@@ -111,14 +121,29 @@ func (d *decoder) decode(m *source.Message, r *record) error {
 	if d.limits.MaxKeyBytes > 0 && len(key) > d.limits.MaxKeyBytes {
 		return &badInput{deadletter.TooLarge, fmt.Errorf("row key is %d bytes, the sink accepts at most %d", len(key), d.limits.MaxKeyBytes)}
 	}
-	r.row.Key = string(key)
+	r.row.Key = key
 
-	r.row.Cells = make([]sinks.Cell, len(d.columns))
+	if len(d.columns) <= len(r.cells) {
+		r.row.Cells = r.cells[:len(d.columns)]
+	} else {
+		r.row.Cells = make([]sinks.Cell, len(d.columns))
+	}
 	size := len(key)
+	// buf holds the rendered values of the columns that are not the
+	// payload, one after the other: one allocation for all of them (more
+	// only if it has to grow; earlier values keep the array they were
+	// rendered into).
+	var buf []byte
 	for i, c := range d.columns {
-		v, err := c.tmpl.AppendTo(nil, &in)
-		if err != nil {
-			return templateError("columns."+c.name, err)
+		var v []byte
+		if c.payload {
+			v = m.Data
+		} else {
+			start := len(buf)
+			if buf, err = c.tmpl.AppendTo(buf, &in); err != nil {
+				return templateError("columns."+c.name, err)
+			}
+			v = buf[start:len(buf):len(buf)]
 		}
 		if d.limits.MaxCellBytes > 0 && len(v) > d.limits.MaxCellBytes {
 			return &badInput{deadletter.TooLarge, fmt.Errorf("column %s is %d bytes, the sink accepts at most %d", c.name, len(v), d.limits.MaxCellBytes)}

@@ -224,6 +224,42 @@ func (t *Template) AppendTo(dst []byte, in *Input) ([]byte, error) {
 	return out, nil
 }
 
+// Render returns the rendered template as a string, with the errors of
+// AppendTo. A template that is a lone {message_id} or {attributes.NAME}
+// returns the input's own string: no copy, no allocation (a string cannot
+// change, so the result may be kept as long as the caller likes). Any other
+// template is rendered into a buffer on the stack (on the heap past 128
+// bytes) and copied once into the new string. It is safe for concurrent use
+// and does not retain in.
+func (t *Template) Render(in *Input) (string, error) {
+	if len(t.parts) == 1 {
+		switch p := &t.parts[0]; p.kind {
+		case kindMessageID:
+			return in.MessageID, nil
+		case kindAttribute:
+			v, ok := in.Attributes[p.text]
+			if !ok {
+				return "", p.attributeNotSet()
+			}
+			return v, nil
+		}
+	}
+	var buf [128]byte
+	b, err := t.AppendTo(buf[:0], in)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Payload reports whether the template is a lone {data}: it renders the
+// payload unchanged, so a caller may use Input.Data itself instead of a
+// copy (and must then treat it as Input.Data: not modify it, not keep it
+// longer than the payload may be kept).
+func (t *Template) Payload() bool {
+	return len(t.parts) == 1 && t.parts[0].kind == kindData
+}
+
 // Time placeholders render within [minTime, maxTime]: outside it the
 // fixed-width forms (4-digit year, 19-digit reverse) would not hold and keys
 // would stop sorting by time.
@@ -256,7 +292,7 @@ func (p *part) appendTo(dst []byte, in *Input) ([]byte, error) {
 	case kindAttribute:
 		v, ok := in.Attributes[p.text]
 		if !ok {
-			return dst, fmt.Errorf("%s: %w: attribute not set", p.placeholder, ErrMissingField)
+			return dst, p.attributeNotSet()
 		}
 		return append(dst, v...), nil
 	case kindData:
@@ -265,6 +301,10 @@ func (p *part) appendTo(dst []byte, in *Input) ([]byte, error) {
 		return p.appendField(dst, in.Data)
 	}
 	panic("template: unknown part kind") // unreachable: Compile sets every kind
+}
+
+func (p *part) attributeNotSet() error {
+	return fmt.Errorf("%s: %w: attribute not set", p.placeholder, ErrMissingField)
 }
 
 func (p *part) checkTime(t time.Time) error {
