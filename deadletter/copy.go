@@ -128,6 +128,10 @@ func (c *Copy) AllAttributes() map[string]string {
 	return a
 }
 
+// reserved reports whether an attribute name is one of pubsink's, which a
+// Copy's original attributes never hold.
+func reserved(name, _ string) bool { return strings.HasPrefix(name, AttrPrefix) }
+
 // copyFromAttributes rebuilds a Copy from a dead-letter message's data and
 // attributes. It fails when a field that replay needs is missing or
 // malformed: such a message was not written by pubsink.

@@ -10,9 +10,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pubsink/pubsink/internal/state"
 )
 
 // TestTopicCopyCarriesTheContractAttributes checks the attribute set of
@@ -175,4 +178,39 @@ func TestCopyFromAttributesRefusesForeignMessages(t *testing.T) {
 func with(m map[string]string, k, v string) map[string]string {
 	m[k] = v
 	return m
+}
+
+// TestCopiesReadBackCarryNoPubsinkAttributes reads copies whose original
+// attributes include reserved pubsink_* names (a file or table row written
+// by hand, or by another tool) from every output's format: replay must
+// republish the original attributes only, as the package promises, and as
+// it already does for Topic copies.
+func TestCopiesReadBackCarryNoPubsinkAttributes(t *testing.T) {
+	const published, failed = "2026-06-01T00:00:07Z", "2026-06-01T00:00:08Z"
+	line := `{"pubsink_reason":"late","pubsink_error":"e","pubsink_pipeline":"orders","pubsink_message_id":"7",` +
+		`"pubsink_publish_time":"` + published + `","pubsink_failed_at":"` + failed + `",` +
+		`"attributes":{"id":"r7","pubsink_reason":"too_large","pubsink_truncated":"data"},"data":"e30="}`
+	fromLine, err := copyFromLine([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func(col, v string) bigtable.ReadItem {
+		return bigtable.ReadItem{Row: "orders#0000#7", Column: state.FamilyDeadLetter + ":" + col, Value: []byte(v)}
+	}
+	fromRow, err := copyFromRow(bigtable.Row{state.FamilyDeadLetter: {
+		item(colAttributes, `{"id":"r7","pubsink_reason":"too_large"}`), item(colData, "{}"), item(colReason, "late"),
+		item(colError, "e"), item(colPipeline, "orders"), item(colMessageID, "7"),
+		item(colPublishTime, published), item(colFailedAt, failed),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Copy{"file line": fromLine, "table row": fromRow} {
+		if !maps.Equal(c.Attributes, map[string]string{"id": "r7"}) {
+			t.Errorf("%s: attributes %v, want only the original id", name, c.Attributes)
+		}
+		if c.Reason != Late || c.Truncated != "" {
+			t.Errorf("%s: reason %s, truncated %q; want the copy's own fields", name, c.Reason, c.Truncated)
+		}
+	}
 }

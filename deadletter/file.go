@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -168,6 +169,7 @@ func copyFromLine(line []byte) (*Copy, error) {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
 	c := &Copy{Attributes: r.Attributes, Data: r.Data}
+	maps.DeleteFunc(c.Attributes, reserved) // written by hand or another tool: replay republishes originals only
 	if c.Data == nil {
 		c.Data = []byte{}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -165,6 +166,7 @@ func copyFromRow(r bigtable.Row) (*Copy, error) {
 	if err := json.Unmarshal(cols[colAttributes], &c.Attributes); err != nil {
 		return nil, fmt.Errorf("row %q: column %s: %w", r.Key(), colAttributes, err)
 	}
+	maps.DeleteFunc(c.Attributes, reserved) // written by hand or another tool: replay republishes originals only
 	err := c.setFields(map[string]string{
 		AttrReason:      string(cols[colReason]),
 		AttrError:       string(cols[colError]),
