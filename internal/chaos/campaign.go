@@ -1,0 +1,1031 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/faultproxy"
+	"github.com/pubsink/pubsink/internal/state"
+)
+
+// Names of the campaign's resources on the emulators (fresh emulators per
+// campaign, so fixed names do not collide).
+const (
+	project      = "chaos-project"
+	instance     = "chaos-instance"
+	pipelineName = "chaos"
+	topicName    = "chaos-events"
+	mainSub      = "chaos-main"
+	trackingSub  = "chaos-tracking"
+	dlTopic      = "chaos-dlq"
+	dlSub        = "chaos-dlq-replay"
+	rowsTable    = "chaos_rows"
+	stateTable   = "chaos_state"
+)
+
+const (
+	// band is the pipeline's estimation_band: the default, so that what
+	// the campaign finds about lateness holds for a default deployment.
+	band = 10 * time.Second
+	// shutdownTimeout is the pipeline's shutdown_timeout.
+	shutdownTimeout = 10 * time.Second
+	// lease is how long a message delivered to a process that died stays
+	// leased to it: pubsink asks for leases of at most 15 s (source), plus
+	// a margin.
+	lease = 16 * time.Second
+	// readyTimeout bounds a restart until /readyz answers 200.
+	readyTimeout = 90 * time.Second
+	wmFormat     = state.WatermarkFormat
+)
+
+// configYAML is the pipeline under test: exactly_once with an id_attribute,
+// a timestamp_attribute (auto: milliseconds or RFC 3339), a tracking
+// subscription, late_data: dead_letter, and a dead-letter topic with its
+// replay subscription (the production default).
+const configYAML = `# Written by internal/chaos.
+project: ` + project + `
+log: {level: info, format: json}
+http: {addr: "%s"}
+shutdown_timeout: %s
+state: {instance: ` + instance + `, table: ` + stateTable + `}
+pipelines:
+  - name: ` + pipelineName + `
+    mode: exactly_once
+    source:
+      topic: ` + topicName + `
+      subscription: ` + mainSub + `
+      tracking_subscription: ` + trackingSub + `
+      id_attribute: id
+      timestamp_attribute: ts
+      timestamp_format: auto
+      streams: 4
+      max_outstanding_messages: 1000
+      max_outstanding_bytes: 64MiB
+    dedupe: {window: 10m}
+    watermark: {estimation_band: %s, allowed_lateness: 0s, late_data: dead_letter}
+    sink:
+      type: bigtable
+      table: ` + rowsTable + `
+      column_family: d
+      row_key: "{attributes.id}"
+      columns: {data: "{data}", n: "{data.n}"}
+      timestamp: event_time
+      batch: {max_messages: 200, max_bytes: 4MiB, max_delay: 20ms}
+    dead_letter: {topic: ` + dlTopic + `, subscription: ` + dlSub + `}
+`
+
+// Options configure a campaign.
+type Options struct {
+	Seed        uint64
+	Messages    int
+	Duration    time.Duration
+	Faults      int
+	MaxStall    time.Duration
+	BigPayloads int
+	LateBursts  int
+	// Settle bounds the wait, after the workload, for every outcome.
+	Settle time.Duration
+	Dir    string // run directory: logs, config, binary
+	Binary string // a built pubsink; "" builds the module's
+	Log    io.Writer
+	// TolerateLateAfterFault reports valid records dead-lettered as late
+	// after a fault as a known bug instead of a violation (see
+	// lateAfterFault).
+	TolerateLateAfterFault bool
+}
+
+// faultEntry is one fault as it ran.
+type faultEntry struct {
+	n          int
+	fault      Fault
+	start, end time.Duration // offsets from the start of the campaign
+	wall       time.Time
+	note       string
+}
+
+// campaign is one run. Its fields are set up by run and read by the
+// goroutines it starts; mu guards what those goroutines share.
+type campaign struct {
+	opts  Options
+	plan  *Plan
+	sched []Fault
+	begin time.Time // the campaign's start, for the offsets in the log
+
+	ps       *emulator.PubSub
+	bt       *emulator.Bigtable
+	psProxy  *faultproxy.Proxy
+	btProxy  *faultproxy.Proxy
+	pubsub   *pubsub.Client
+	bigtable *bigtable.Client
+	binary   string
+	config   string
+	httpAddr string
+	childEnv []string
+
+	// life serialises starting and stopping pubsink (faults, the
+	// watchdog, the final stop).
+	life     sync.Mutex
+	stopping atomic.Bool // the final stop began: an exit is expected
+
+	mu           sync.Mutex
+	cur          *child
+	gens         []*genRecord
+	steps        []published
+	recs         []recRuntime
+	committed    map[string]bool // ids with a dedupe record in the catalog
+	stored       wmStats
+	copies       []dlCopy
+	faultLog     []faultEntry
+	terms        []int
+	unexpected   []string
+	notReady     []string
+	lastFault    time.Time // when the last fault ended
+	faultFrom    time.Time // when the last fault began
+	disrupted    []time.Time
+	gatedLeft    []int
+	orphaned     []int        // gated steps dropped: their original was dead-lettered
+	deadLettered map[int]bool // records with a dead-letter copy
+	pendingCat   atomic.Int64 // gated dups and replays waiting for a commit
+}
+
+func (c *campaign) since() time.Duration { return time.Since(c.begin) }
+
+func (c *campaign) logf(format string, args ...any) {
+	fmt.Fprintf(c.opts.Log, "[+%7.2fs] %s\n", c.since().Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Report is what a campaign found: the invariant table, the fault log and
+// the processes' timeline.
+type Report struct {
+	Results []Result
+	Faults  []faultEntry
+	Procs   []string
+}
+
+// Run runs one campaign and returns its report, which holds the fault log
+// even when err is set. An error means the campaign could not run
+// (emulators, build, setup), not that an invariant failed.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	c := &campaign{
+		opts:         opts,
+		begin:        time.Now(),
+		committed:    map[string]bool{},
+		deadLettered: map[int]bool{},
+	}
+	c.plan = NewPlan(opts.Seed, WorkloadConfig{Messages: opts.Messages, BigPayloads: opts.BigPayloads, LateBursts: opts.LateBursts, Band: band})
+	c.sched = NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall})
+	c.steps = make([]published, len(c.plan.Steps))
+	c.recs = make([]recRuntime, len(c.plan.Records))
+	results, err := c.run(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &Report{Results: results, Faults: c.faultLog}
+	for _, g := range c.gens {
+		line := fmt.Sprintf("process %d: started +%.1fs", g.gen, g.startedAt.Seconds())
+		if g.guardOff > 0 {
+			line += fmt.Sprintf(", startup guard off +%.1fs", g.guardOff.Seconds())
+		}
+		how := g.how
+		if how == "" {
+			how = g.child.exitText()
+		}
+		r.Procs = append(r.Procs, line+"; "+how+"; log "+filepath.Base(g.child.logPath))
+	}
+	return r, err
+}
+
+func (c *campaign) run(ctx context.Context) ([]Result, error) {
+	defer c.stopInfrastructure() // what did start, also when the rest failed
+	if err := c.startInfrastructure(ctx); err != nil {
+		return nil, err
+	}
+
+	obsCtx, stopObservers := context.WithCancel(ctx)
+	var observers sync.WaitGroup
+	defer func() { stopObservers(); observers.Wait() }()
+	for _, f := range []func(context.Context){c.sampleStored, c.sampleStatus, c.collectDeadLetters, c.watchCatalog} {
+		observers.Add(1)
+		go func() { defer observers.Done(); f(obsCtx) }()
+	}
+
+	c.life.Lock()
+	err := c.startGen(ctx)
+	c.life.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer c.killCurrent()
+
+	c.logf("workload: %d messages over %v; %d faults", len(c.plan.Steps), c.opts.Duration, len(c.sched))
+	t0 := time.Now()
+	var g errgroup.Group
+	g.Go(func() error { return c.publish(ctx, t0) })
+	g.Go(func() error { c.runFaults(ctx, t0); return nil })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	final, finalOK := c.settle(ctx)
+	c.finalStop()
+	leftMain, leftTracking := c.leftovers(ctx)
+	c.drainDeadLetters(ctx)
+	stopObservers()
+	observers.Wait()
+	rows, err := c.readRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := &Observed{
+		Begin: c.begin, Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows, Copies: c.copies,
+		LeftMain: leftMain, LeftTracking: leftTracking, Stored: c.stored, Gens: c.gens,
+		Final: final, FinalOK: finalOK, Terms: c.terms, Unexpected: c.unexpected, NotReady: c.notReady,
+		GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
+	}
+	return Check(o), nil
+}
+
+// startInfrastructure starts both emulators and builds pubsink at once,
+// then the proxies, then runs `pubsink setup`.
+func (c *campaign) startInfrastructure(ctx context.Context) error {
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		c.ps, err = emulator.StartPubSub(ctx, emulator.Options{LogDir: c.opts.Dir})
+		return err
+	})
+	g.Go(func() (err error) {
+		c.bt, err = emulator.StartBigtable(ctx, emulator.Options{LogDir: c.opts.Dir})
+		return err
+	})
+	g.Go(func() error {
+		if c.opts.Binary != "" {
+			c.binary = c.opts.Binary
+			return nil
+		}
+		c.binary = filepath.Join(c.opts.Dir, "pubsink")
+		return build(ctx, c.binary)
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.logf("emulators: pubsub %s, bigtable %s; binary %s", c.ps.Host, c.bt.Host, c.binary)
+
+	var err error
+	if c.psProxy, err = faultproxy.Start(c.ps.Host); err != nil {
+		return err
+	}
+	if c.btProxy, err = faultproxy.Start(c.bt.Host); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.httpAddr = "127.0.0.1:" + port
+	c.config = filepath.Join(c.opts.Dir, "config.yaml")
+	yaml := fmt.Sprintf(configYAML, c.httpAddr, shutdownTimeout, band)
+	if err := os.WriteFile(c.config, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	// pubsink talks to the emulators through the proxies; setup, the
+	// publisher and the checks go to them directly, out of the faults' way.
+	// PUBSINK_HTTP_ADDR wins over a $PORT that this environment may have.
+	c.childEnv = []string{"PUBSUB_EMULATOR_HOST=" + c.psProxy.Addr(), "BIGTABLE_EMULATOR_HOST=" + c.btProxy.Addr(), "PUBSINK_HTTP_ADDR=" + c.httpAddr}
+	setup := exec.CommandContext(ctx, c.binary, "setup", "--config", c.config)
+	setup.Env = append(append(os.Environ(), c.ps.Env()...), c.bt.Env()...)
+	if out, err := setup.CombinedOutput(); err != nil {
+		return fmt.Errorf("pubsink setup: %w\n%s", err, out)
+	}
+	c.logf("proxies: pubsub %s, bigtable %s; setup done; http %s", c.psProxy.Addr(), c.btProxy.Addr(), c.httpAddr)
+
+	if c.pubsub, err = c.ps.Client(ctx, project); err != nil {
+		return err
+	}
+	if c.bigtable, _, err = c.bt.Clients(ctx, project, instance); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (c *campaign) stopInfrastructure() {
+	if c.pubsub != nil {
+		c.pubsub.Close()
+	}
+	if c.bigtable != nil {
+		c.bigtable.Close()
+	}
+	for _, p := range []*faultproxy.Proxy{c.psProxy, c.btProxy} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	if c.ps != nil {
+		c.ps.Stop()
+	}
+	if c.bt != nil {
+		c.bt.Stop()
+	}
+}
+
+// build builds the pubsink binary of the module this command belongs to.
+func build(ctx context.Context, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "github.com/pubsink/pubsink")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build pubsink: %w\n%s", err, b)
+	}
+	return nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// startGen starts the next pubsink process and waits until it is ready.
+// The caller holds c.life.
+func (c *campaign) startGen(ctx context.Context) error {
+	c.mu.Lock()
+	gen := len(c.gens) + 1
+	stored := c.stored.last
+	c.mu.Unlock()
+	ch, err := startChild(c.binary, c.config, c.opts.Dir, gen, c.childEnv)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.cur = ch
+	c.gens = append(c.gens, &genRecord{gen: gen, child: ch, storedAtStart: stored, startedAt: c.since()})
+	c.mu.Unlock()
+	go c.watch(ctx, ch)
+	start := time.Now()
+	if err := ch.waitReady(ctx, c.httpAddr, readyTimeout); err != nil {
+		return err
+	}
+	c.logf("pubsink process %d ready in %v", gen, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// watch restarts pubsink if it exits without being told to, which is a
+// violation in itself.
+func (c *campaign) watch(ctx context.Context, ch *child) {
+	<-ch.done
+	if ch.signaled.Load() || c.stopping.Load() || ctx.Err() != nil {
+		return
+	}
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.mu.Lock()
+	current := c.cur == ch
+	msg := fmt.Sprintf("process %d exited on its own at +%v (%s); log %s ends:\n%s", ch.gen, c.since().Round(time.Millisecond), ch.exitText(), ch.logPath, ch.logTail(10))
+	c.unexpected = append(c.unexpected, msg)
+	c.disrupted = append(c.disrupted, time.Now())
+	c.gens[ch.gen-1].how = "exited on its own: " + ch.exitText()
+	c.mu.Unlock()
+	c.logf("VIOLATION: %s", msg)
+	if !current || c.stopping.Load() {
+		return
+	}
+	time.Sleep(time.Second)
+	if err := c.startGen(ctx); err != nil {
+		c.recordNotReady(err)
+	}
+}
+
+func (c *campaign) recordNotReady(err error) {
+	c.mu.Lock()
+	c.notReady = append(c.notReady, err.Error())
+	c.mu.Unlock()
+	c.logf("VIOLATION: %v", err)
+}
+
+// stopCurrent signals the current process and waits for it to exit. With
+// SIGTERM it expects exit 0 within shutdown_timeout and a margin, records
+// the exit code, and kills the process if it does not exit. The caller
+// holds c.life.
+func (c *campaign) stopCurrent(sig syscall.Signal, how string) {
+	c.mu.Lock()
+	ch := c.cur
+	g := c.gens[len(c.gens)-1]
+	c.mu.Unlock()
+	if ch == nil || !ch.running() {
+		return
+	}
+	c.mu.Lock()
+	c.disrupted = append(c.disrupted, time.Now())
+	c.mu.Unlock()
+	ch.signal(sig)
+	timeout := 10 * time.Second
+	if sig == syscall.SIGTERM {
+		timeout = shutdownTimeout + 20*time.Second
+	}
+	code, err := ch.wait(timeout)
+	if err != nil {
+		c.logf("VIOLATION: %v; killing it", err)
+		ch.signal(syscall.SIGKILL)
+		ch.wait(10 * time.Second)
+		code = -1
+	}
+	c.mu.Lock()
+	g.how = how + ": " + ch.exitText()
+	if sig == syscall.SIGTERM {
+		c.terms = append(c.terms, code)
+		if code != 0 {
+			c.logf("VIOLATION: process %d exited %s after SIGTERM; log %s", ch.gen, ch.exitText(), ch.logPath)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// killCurrent kills a process still running when the campaign ends early.
+func (c *campaign) killCurrent() {
+	c.stopping.Store(true)
+	c.mu.Lock()
+	ch := c.cur
+	c.mu.Unlock()
+	if ch != nil && ch.running() {
+		ch.signal(syscall.SIGKILL)
+		ch.wait(10 * time.Second)
+	}
+}
+
+// runFaults runs the schedule, one fault after another, each no earlier
+// than its offset from t0.
+func (c *campaign) runFaults(ctx context.Context, t0 time.Time) {
+	for i, f := range c.sched {
+		if !sleepUntil(ctx, t0.Add(f.At)) {
+			return
+		}
+		e := faultEntry{n: i + 1, fault: f, start: c.since(), wall: time.Now()}
+		c.mu.Lock()
+		c.faultFrom = e.wall
+		c.mu.Unlock()
+		c.logf("fault %d/%d: %s", i+1, len(c.sched), f)
+		switch f.Kind {
+		case FaultKill, FaultTerm:
+			sig := map[FaultKind]syscall.Signal{FaultKill: syscall.SIGKILL, FaultTerm: syscall.SIGTERM}[f.Kind]
+			c.life.Lock()
+			c.stopCurrent(sig, map[FaultKind]string{FaultKill: "SIGKILL", FaultTerm: "SIGTERM"}[f.Kind])
+			stopped := c.since()
+			sleep(ctx, f.Dur)
+			err := c.startGen(ctx)
+			c.life.Unlock()
+			if err != nil {
+				c.recordNotReady(err)
+			}
+			e.note = fmt.Sprintf("down %v", (c.since() - stopped).Round(time.Millisecond))
+		case FaultBigtableStall:
+			c.btProxy.Stall()
+			sleep(ctx, f.Dur)
+			c.btProxy.Resume()
+		case FaultBigtableReset:
+			c.btProxy.ResetAll()
+		case FaultPubSubReset:
+			c.mu.Lock()
+			c.disrupted = append(c.disrupted, time.Now())
+			c.mu.Unlock()
+			c.psProxy.ResetAll()
+		case FaultLatency:
+			p := map[string]*faultproxy.Proxy{"bigtable": c.btProxy, "pubsub": c.psProxy}[f.Target]
+			p.SetLatency(f.Latency)
+			sleep(ctx, f.Dur)
+			p.SetLatency(0)
+		}
+		e.end = c.since()
+		c.mu.Lock()
+		c.faultLog = append(c.faultLog, e)
+		c.lastFault = time.Now()
+		c.mu.Unlock()
+		c.logf("fault %d/%d done after %v %s", i+1, len(c.sched), (e.end - e.start).Round(time.Millisecond), e.note)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool { return sleepUntil(ctx, time.Now().Add(d)) }
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// publish publishes the plan's steps: the ungated ones paced evenly over
+// the duration, the gated ones as soon as their condition holds.
+func (c *campaign) publish(ctx context.Context, t0 time.Time) error {
+	pub := c.pubsub.Publisher(topicName)
+	defer pub.Stop()
+
+	type pending struct {
+		i   int
+		res *pubsub.PublishResult
+	}
+	results := make(chan pending, 4096)
+	var collected sync.WaitGroup
+	collected.Add(1)
+	go func() {
+		defer collected.Done()
+		for p := range results {
+			id, err := p.res.Get(context.WithoutCancel(ctx))
+			c.mu.Lock()
+			c.steps[p.i].id, c.steps[p.i].err = id, err
+			c.mu.Unlock()
+		}
+	}()
+	send := func(i int) {
+		m := c.message(i)
+		results <- pending{i, pub.Publish(ctx, m)}
+	}
+
+	var gated []int
+	ungated := 0
+	for _, s := range c.plan.Steps {
+		if !s.Gated(c.plan) {
+			ungated++
+		}
+	}
+	interval := c.opts.Duration / time.Duration(max(ungated, 1))
+	var gateMu sync.Mutex
+	published := false // every ungated step is out
+	gateDone := make(chan struct{})
+	go func() {
+		defer close(gateDone)
+		var endAt time.Time
+		for {
+			gateMu.Lock()
+			left := gated[:0]
+			for _, i := range gated {
+				switch c.gate(i) {
+				case gateOpen:
+					send(i)
+				case gateOrphan:
+					c.mu.Lock()
+					c.orphaned = append(c.orphaned, i)
+					c.mu.Unlock()
+				default:
+					left = append(left, i)
+				}
+			}
+			gated = left
+			done := published
+			n := len(gated)
+			gateMu.Unlock()
+			if done && n == 0 {
+				return
+			}
+			if done && endAt.IsZero() {
+				endAt = time.Now().Add(c.opts.Settle / 2)
+			}
+			if (!endAt.IsZero() && time.Now().After(endAt)) || ctx.Err() != nil {
+				c.mu.Lock()
+				c.gatedLeft = append([]int(nil), gated...)
+				c.mu.Unlock()
+				c.logf("%d gated messages left unpublished", n)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	j := 0
+	for i, s := range c.plan.Steps {
+		if s.Gated(c.plan) {
+			if s.Variant == VariantDup || s.Variant == VariantReplay {
+				c.pendingCat.Add(1)
+			}
+			gateMu.Lock()
+			gated = append(gated, i)
+			gateMu.Unlock()
+			continue
+		}
+		if !sleepUntil(ctx, t0.Add(time.Duration(j)*interval)) {
+			break
+		}
+		j++
+		send(i)
+		if j%max(ungated/10, 1) == 0 {
+			c.logf("published %d of %d paced messages", j, ungated)
+		}
+	}
+	gateMu.Lock()
+	published = true
+	gateMu.Unlock()
+	<-gateDone
+	close(results)
+	collected.Wait()
+	c.logf("publishing done")
+	return nil
+}
+
+// gateState is what becomes of a gated step.
+type gateState int
+
+const (
+	gateWait   gateState = iota
+	gateOpen             // publish it now
+	gateOrphan           // never: its original was dead-lettered instead of committed
+)
+
+// gate says whether gated step i may be published now.
+func (c *campaign) gate(i int) gateState {
+	s := c.plan.Steps[i]
+	rec := &c.plan.Records[s.Rec]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch s.Variant {
+	case VariantDup, VariantReplay:
+		switch {
+		case c.committed[rec.ID]:
+			c.pendingCat.Add(-1)
+			return gateOpen
+		case c.deadLettered[rec.CID]:
+			c.pendingCat.Add(-1)
+			return gateOrphan
+		}
+		return gateWait
+	}
+	if c.stored.samples > 0 { // a late record: once a watermark is stored
+		return gateOpen
+	}
+	return gateWait
+}
+
+// message builds the message of step i and records what it fixed (the
+// original's event time).
+func (c *campaign) message(i int) *pubsub.Message {
+	s := c.plan.Steps[i]
+	rec := &c.plan.Records[s.Rec]
+	now := time.Now()
+	attrs := map[string]string{"cid": strconv.Itoa(rec.CID), "v": s.Variant.String()}
+	data := rec.Payload
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.steps[i].at = now
+	rt := &c.recs[s.Rec]
+	ts := rt.ts
+	switch s.Variant {
+	case VariantOriginal:
+		switch rec.Kind {
+		case KindPre1970:
+			ts = pre1970TS
+			rt.et = time.UnixMilli(-1000)
+		case KindBadEventTime:
+			ts = rec.BadTS
+		default:
+			ts, rt.et = FormatTS(now.Add(-rec.EventLag), rec.Format)
+		}
+		rt.ts = ts
+	case VariantDup:
+		ts, _ = FormatTS(now, rec.Format)
+		data = rec.Second
+	case VariantRace:
+		data = rec.Second
+	}
+	if !rec.NoTS {
+		attrs["ts"] = ts
+	}
+	switch {
+	case !rec.NoID:
+		attrs["id"] = rec.ID
+	case rec.EmptyID:
+		attrs["id"] = ""
+	}
+	return &pubsub.Message{Data: data, Attributes: attrs}
+}
+
+// sampleStored reads the stored watermark every 500 ms.
+func (c *campaign) sampleStored(ctx context.Context) {
+	tbl := c.bigtable.Open(stateTable)
+	for sleep(ctx, 500*time.Millisecond) {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		row, err := tbl.ReadRow(rctx, state.WatermarkRow(pipelineName), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, it := range row[state.FamilyMeta] {
+			if it.Column == state.FamilyMeta+":"+state.WatermarkColumn {
+				c.mu.Lock()
+				c.stored.observe(string(it.Value), c.since())
+				c.mu.Unlock()
+			}
+		}
+	}
+}
+
+// sampleStatus reads /status of the current process every 250 ms.
+func (c *campaign) sampleStatus(ctx context.Context) {
+	for sleep(ctx, 250*time.Millisecond) {
+		c.mu.Lock()
+		ch := c.cur
+		c.mu.Unlock()
+		if ch == nil || !ch.running() {
+			continue
+		}
+		st, err := readStatus(ctx, c.httpAddr)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		// A status read while the process changed may be either's: drop it.
+		if c.cur == ch && ch.running() {
+			c.gens[ch.gen-1].observeStatus(st, c.since())
+		}
+		c.mu.Unlock()
+	}
+}
+
+// collectDeadLetters pulls the dead-letter topic's subscription and acks
+// what it got, until ctx ends.
+func (c *campaign) collectDeadLetters(ctx context.Context) {
+	for ctx.Err() == nil {
+		if n, err := c.pullDeadLetters(ctx); err != nil || n == 0 {
+			sleep(ctx, 200*time.Millisecond)
+		}
+	}
+}
+
+// pullDeadLetters pulls once, keeps and acks what came.
+func (c *campaign) pullDeadLetters(ctx context.Context) (int, error) {
+	msgs, ackIDs, err := c.pull(ctx, dlSub, 1000)
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	c.mu.Lock()
+	for _, m := range msgs {
+		c.copies = append(c.copies, dlCopy{attrs: m.Attributes, data: m.Data})
+		if cid, err := strconv.Atoi(m.Attributes["cid"]); err == nil {
+			c.deadLettered[cid] = true
+		}
+	}
+	c.mu.Unlock()
+	err = c.pubsub.SubscriptionAdminClient.Acknowledge(context.WithoutCancel(ctx), &pubsubpb.AcknowledgeRequest{
+		Subscription: "projects/" + project + "/subscriptions/" + dlSub, AckIds: ackIDs})
+	return len(msgs), err
+}
+
+// pull is one synchronous Pull of sub, bounded to 3 s; an empty answer and
+// a timeout are both nothing.
+func (c *campaign) pull(ctx context.Context, sub string, n int32) ([]*pubsubpb.PubsubMessage, []string, error) {
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	resp, err := c.pubsub.SubscriptionAdminClient.Pull(pctx, &pubsubpb.PullRequest{
+		Subscription: "projects/" + project + "/subscriptions/" + sub, MaxMessages: n})
+	if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var msgs []*pubsubpb.PubsubMessage
+	var ids []string
+	for _, rm := range resp.ReceivedMessages {
+		msgs = append(msgs, rm.Message)
+		ids = append(ids, rm.AckId)
+	}
+	return msgs, ids, nil
+}
+
+// catalogPrefix is the prefix of the pipeline's dedupe records in the
+// state table (see package dedupe: dedupe#PIPELINE#HH#KEY).
+const catalogPrefix = "dedupe#" + pipelineName + "#"
+
+// watchCatalog marks the ids that have a dedupe record, so that a
+// duplicate is published only after its original is committed. It scans
+// only while some duplicate waits, and only the records stamped since the
+// last scan (a timestamp filter, with a margin for clock and batching). A
+// record's timestamp is its commit time, but a write held by a stall lands
+// when the stall ends: the scans reach back to the start of the last fault
+// until the next one begins.
+func (c *campaign) watchCatalog(ctx context.Context) {
+	tbl := c.bigtable.Open(stateTable)
+	since := c.begin
+	for sleep(ctx, 500*time.Millisecond) {
+		if c.pendingCat.Load() <= 0 {
+			continue
+		}
+		scanStart := time.Now()
+		var ids []string
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := tbl.ReadRows(rctx, bigtable.PrefixRange(catalogPrefix), func(r bigtable.Row) bool {
+			rest := strings.TrimPrefix(r.Key(), catalogPrefix)
+			if len(rest) > 3 && rest[2] == '#' {
+				ids = append(ids, rest[3:])
+			}
+			return true
+		}, bigtable.RowFilter(bigtable.TimestampRangeFilterMicros(bigtable.Time(since).TruncateToMilliseconds(), 0)))
+		cancel()
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		for _, id := range ids {
+			c.committed[id] = true
+		}
+		c.mu.Unlock()
+		since = scanStart.Add(-10 * time.Second)
+		c.mu.Lock()
+		if f := c.faultFrom.Add(-5 * time.Second); !c.faultFrom.IsZero() && f.Before(since) {
+			since = f
+		}
+		c.mu.Unlock()
+	}
+}
+
+// settle waits, after the workload and the faults, until the last process
+// has finished everything: at least a lease after the last fault, every
+// record's outcome visible, nothing in flight, and the received count
+// still for five seconds. It returns /metrics read then.
+func (c *campaign) settle(ctx context.Context) (Counters, bool) {
+	c.logf("settling: waiting for every outcome (at most %v)", c.opts.Settle)
+	deadline := time.Now().Add(c.opts.Settle)
+	var lastReceived int64 = -1
+	var stillSince time.Time
+	var lastScan time.Time
+	complete := false
+	for sleep(ctx, time.Second) {
+		c.mu.Lock()
+		quietFor := time.Since(c.lastFault)
+		ch := c.cur
+		c.mu.Unlock()
+		if time.Since(lastScan) > 3*time.Second && !complete {
+			lastScan = time.Now()
+			missing, err := c.missingOutcomes(ctx)
+			complete = err == nil && missing == 0
+			if err == nil && missing > 0 {
+				c.logf("settling: %d outcomes not visible yet", missing)
+			}
+		}
+		st, err := readStatus(ctx, c.httpAddr)
+		if err == nil && ch != nil && ch.running() {
+			if st.Received != lastReceived || st.InFlight != 0 {
+				lastReceived, stillSince = st.Received, time.Now()
+			}
+			if complete && quietFor >= lease && time.Since(stillSince) >= 5*time.Second {
+				cs, err := readCounters(ctx, c.httpAddr, pipelineName)
+				if err == nil {
+					c.logf("settled: received %v, committed %v, duplicate %v, dead-lettered %v, retried %v",
+						cs.Received, cs.Committed, cs.Duplicate, cs.DeadLetteredTotal(), cs.Retried)
+					return cs, true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			c.logf("settling timed out after %v (outcomes complete: %v)", c.opts.Settle, complete)
+			cs, err := readCounters(ctx, c.httpAddr, pipelineName)
+			return cs, err == nil
+		}
+	}
+	return Counters{}, false
+}
+
+// missingOutcomes counts the records whose outcome is not visible yet: a
+// valid record without a row, a poison or late message without a copy
+// (a late record may have a row instead).
+func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
+	keys := map[string]bool{}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := c.bigtable.Open(rowsTable).ReadRows(rctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		keys[r.Key()] = true
+		return true
+	}, bigtable.RowFilter(bigtable.StripValueFilter()))
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	copied := map[string]bool{}
+	for _, cp := range c.copies {
+		copied[cp.attrs["pubsink_message_id"]] = true
+	}
+	missing := 0
+	for i, s := range c.plan.Steps {
+		rec := &c.plan.Records[s.Rec]
+		id := c.steps[i].id
+		if id == "" {
+			continue
+		}
+		switch {
+		case rec.Kind.Valid() || rec.Kind == KindLate:
+			// A valid record dead-lettered is an outcome too (a wrong one,
+			// which Check reports).
+			if !keys[rec.ID] && !copied[id] {
+				missing++
+			}
+		default:
+			if !copied[id] {
+				missing++
+			}
+		}
+	}
+	return missing, nil
+}
+
+// finalStop stops the last process with SIGTERM and expects exit 0.
+func (c *campaign) finalStop() {
+	c.stopping.Store(true)
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.logf("final stop: SIGTERM")
+	c.stopCurrent(syscall.SIGTERM, "final SIGTERM")
+	c.mu.Lock()
+	g := c.gens[len(c.gens)-1]
+	c.mu.Unlock()
+	c.logf("final process %d: %s", g.gen, g.how)
+}
+
+// leftovers waits out the lease of the last process, then pulls the main
+// and the tracking subscription: both must be empty. What it finds is not
+// acked.
+func (c *campaign) leftovers(ctx context.Context) (mainLeft, trackingLeft int) {
+	c.logf("waiting %v for leases to expire, then pulling both subscriptions", lease)
+	sleep(ctx, lease)
+	count := func(sub string) int {
+		seen := map[string]bool{}
+		for range 2 {
+			msgs, _, err := c.pull(ctx, sub, 1000)
+			if err != nil {
+				c.logf("pull %s: %v", sub, err)
+			}
+			for _, m := range msgs {
+				if !seen[m.MessageId] && len(seen) < 5 {
+					c.logf("left on %s: message %s attributes cid=%s v=%s", sub, m.MessageId, m.Attributes["cid"], m.Attributes["v"])
+				}
+				seen[m.MessageId] = true
+			}
+		}
+		return len(seen)
+	}
+	return count(mainSub), count(trackingSub)
+}
+
+// drainDeadLetters pulls the dead-letter subscription until two pulls in a
+// row come back empty.
+func (c *campaign) drainDeadLetters(ctx context.Context) {
+	for empty := 0; empty < 2 && ctx.Err() == nil; {
+		n, err := c.pullDeadLetters(ctx)
+		if err != nil || n == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+}
+
+// readRows reads the whole sink table: row key → column → versions.
+func (c *campaign) readRows(ctx context.Context) (map[string]map[string][]cell, error) {
+	out := map[string]map[string][]cell{}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	err := c.bigtable.Open(rowsTable).ReadRows(rctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		cols := map[string][]cell{}
+		for _, items := range r {
+			for _, it := range items {
+				col := it.Column[strings.IndexByte(it.Column, ':')+1:]
+				cols[col] = append(cols[col], cell{value: it.Value, ts: it.Timestamp})
+			}
+		}
+		out[r.Key()] = cols
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rowsTable, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,398 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+
+	"github.com/pubsink/pubsink/deadletter"
+	btsink "github.com/pubsink/pubsink/sinks/bigtable"
+)
+
+// These tests cover the campaign's pure parts: the seeded plan and
+// schedule, and the invariant checker against observations made up here.
+// The campaign itself runs the emulators and is run by .ci/run (go run
+// ./internal/chaos -short), not by go test.
+
+var testWorkload = WorkloadConfig{Messages: 3000, BigPayloads: 2, LateBursts: 3, Band: 5 * time.Second}
+
+func TestPlanIsTheSameForTheSameSeed(t *testing.T) {
+	a, b := NewPlan(7, testWorkload), NewPlan(7, testWorkload)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two plans of seed 7 differ")
+	}
+	if c := NewPlan(8, testWorkload); reflect.DeepEqual(a.Steps, c.Steps) {
+		t.Fatal("seeds 7 and 8 give the same steps")
+	}
+}
+
+func TestPlanHasEveryKindAndVariant(t *testing.T) {
+	p := NewPlan(1, testWorkload)
+	if len(p.Steps) < testWorkload.Messages {
+		t.Fatalf("%d steps, want at least %d", len(p.Steps), testWorkload.Messages)
+	}
+	kinds := map[Kind]int{}
+	for _, r := range p.Records {
+		kinds[r.Kind]++
+		switch r.Kind {
+		case KindBigKey:
+			if len(r.ID) != btsink.MaxKeyBytes {
+				t.Errorf("big key of %d bytes, want exactly %d", len(r.ID), btsink.MaxKeyBytes)
+			}
+		case KindTooLarge:
+			if len(r.ID) <= btsink.MaxKeyBytes {
+				t.Errorf("too-large key of %d bytes, want over %d", len(r.ID), btsink.MaxKeyBytes)
+			}
+		case KindBigPayload:
+			if len(r.Payload) < 1<<20 || len(r.Payload) > 3<<20 {
+				t.Errorf("big payload of %d bytes, want 1-3 MB", len(r.Payload))
+			}
+		}
+	}
+	for k := range numKinds {
+		if kinds[k] == 0 {
+			t.Errorf("no record of kind %s", k)
+		}
+	}
+	if kinds[KindBigPayload] != testWorkload.BigPayloads {
+		t.Errorf("%d big payloads, want %d", kinds[KindBigPayload], testWorkload.BigPayloads)
+	}
+	variants := map[Variant]int{}
+	first := map[int]int{}
+	for i, s := range p.Steps {
+		variants[s.Variant]++
+		if s.Variant == VariantOriginal {
+			if _, dup := first[s.Rec]; dup {
+				t.Errorf("record %d has two originals", s.Rec)
+			}
+			first[s.Rec] = i
+			continue
+		}
+		if at, ok := first[s.Rec]; !ok || at > i {
+			t.Errorf("step %d (%s of record %d) comes before its original", i, s.Variant, s.Rec)
+		}
+		if (s.Variant == VariantDup || s.Variant == VariantRace) && p.Records[s.Rec].Second == nil {
+			t.Errorf("step %d (%s) has no second payload", i, s.Variant)
+		}
+	}
+	for v := VariantOriginal; v <= VariantRace; v++ {
+		if variants[v] == 0 {
+			t.Errorf("no %s message", v)
+		}
+	}
+}
+
+func TestFormatTSIsWhatAutoReads(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 123456789, time.UTC)
+	for f, want := range map[TimeFormat]string{
+		TimeMillis:  "1778051289123",
+		TimeRFC3339: "2026-05-06T07:08:09.123456Z",
+		TimeOffset:  "2026-05-06T09:08:09.123456789+02:00",
+	} {
+		got, et := FormatTS(at, f)
+		if got != want {
+			t.Errorf("format %d: %q, want %q", f, got, want)
+		}
+		if bigtable.Time(et).TruncateToMilliseconds() != bigtable.Time(at).TruncateToMilliseconds() {
+			t.Errorf("format %d: event time %v, want %v to the millisecond", f, et, at)
+		}
+	}
+}
+
+func TestScheduleHasEveryKindWithinTheWorkload(t *testing.T) {
+	fc := FaultConfig{Count: 6, Duration: time.Minute, MaxStall: 10 * time.Second}
+	s := NewSchedule(3, fc)
+	if !reflect.DeepEqual(s, NewSchedule(3, fc)) {
+		t.Fatal("two schedules of seed 3 differ")
+	}
+	kinds := map[FaultKind]int{}
+	for i, f := range s {
+		kinds[f.Kind]++
+		if f.At < fc.Duration/10 || f.At > fc.Duration*85/100 {
+			t.Errorf("fault %d at %v, outside 10%%..85%% of %v", i, f.At, fc.Duration)
+		}
+		if i > 0 && f.At < s[i-1].At {
+			t.Errorf("fault %d at %v comes before fault %d at %v", i, f.At, i-1, s[i-1].At)
+		}
+		if f.Kind == FaultBigtableStall && (f.Dur < time.Second || f.Dur > fc.MaxStall) {
+			t.Errorf("stall of %v, want 1s..%v", f.Dur, fc.MaxStall)
+		}
+	}
+	for k := range numFaultKinds {
+		if kinds[k] != 1 {
+			t.Errorf("%d faults of kind %s, want 1", kinds[k], k)
+		}
+	}
+	long := NewSchedule(3, FaultConfig{Count: 24, Duration: 6 * time.Minute, MaxStall: 30 * time.Second})
+	if len(long) != 24 {
+		t.Fatalf("%d faults, want 24", len(long))
+	}
+}
+
+// perfect makes the observation of a run where pubsink did everything
+// right: a row for every valid record, one copy per poison and late
+// message, nothing left, a watermark that only rises, balanced metrics.
+func perfect(t *testing.T, seed uint64) *Observed {
+	t.Helper()
+	p := NewPlan(seed, WorkloadConfig{Messages: 1500, BigPayloads: 1, LateBursts: 2, Band: 5 * time.Second})
+	begin := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	o := &Observed{Begin: begin, Plan: p, Steps: make([]published, len(p.Steps)), Recs: make([]recRuntime, len(p.Records)),
+		Rows: map[string]map[string][]cell{}}
+	var committed, duplicate int64
+	dl := map[string]int64{}
+	for i, s := range p.Steps {
+		rec := &p.Records[s.Rec]
+		at := begin.Add(time.Duration(i) * 10 * time.Millisecond)
+		o.Steps[i] = published{id: strconv.Itoa(i + 1), at: at}
+		if s.Variant == VariantOriginal {
+			_, et := FormatTS(at.Add(-rec.EventLag), rec.Format)
+			if rec.Kind == KindPre1970 {
+				et = time.UnixMilli(-1000)
+			}
+			o.Recs[s.Rec] = recRuntime{et: et}
+		}
+		switch {
+		case rec.Kind.Valid() && s.Variant == VariantOriginal:
+			ts := bigtable.Time(o.Recs[s.Rec].et).TruncateToMilliseconds()
+			o.Rows[rec.ID] = map[string][]cell{
+				"data": {{value: rec.Payload, ts: ts}},
+				"n":    {{value: []byte(strconv.Itoa(rec.CID)), ts: ts}},
+			}
+			committed++
+		case rec.Kind.Valid():
+			duplicate++
+		default:
+			reason := rec.Kind.Reasons()[0]
+			attrs := map[string]string{
+				"cid": strconv.Itoa(rec.CID), "v": s.Variant.String(),
+				deadletter.AttrReason: string(reason), deadletter.AttrError: "why", deadletter.AttrPipeline: pipelineName,
+				deadletter.AttrMessageID:   o.Steps[i].id,
+				deadletter.AttrPublishTime: at.Format(time.RFC3339Nano), deadletter.AttrFailedAt: at.Add(time.Second).Format(time.RFC3339Nano),
+			}
+			if !rec.NoID || rec.EmptyID {
+				attrs["id"] = rec.ID
+			}
+			if !rec.NoTS {
+				attrs["ts"] = "x"
+			}
+			o.Copies = append(o.Copies, dlCopy{attrs: attrs, data: rec.Payload})
+			dl[string(reason)]++
+		}
+	}
+	for i := range 20 {
+		o.Stored.observe(begin.Add(time.Duration(i)*time.Second).Format(wmFormat), time.Duration(i)*time.Second)
+	}
+	g := &genRecord{gen: 1}
+	g.last = Status{Received: int64(len(p.Steps)), Committed: committed, Duplicate: duplicate, DeadLettered: dl}
+	o.Gens = []*genRecord{g}
+	o.Final = Counters{Received: float64(len(p.Steps)), Committed: float64(committed), Duplicate: float64(duplicate), DeadLettered: map[string]float64{}}
+	for r, n := range dl {
+		o.Final.DeadLettered[r] = float64(n)
+	}
+	o.FinalOK = true
+	o.Terms = []int{0}
+	return o
+}
+
+func failing(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		if !r.OK {
+			out = append(out, r.Invariant)
+		}
+	}
+	return out
+}
+
+func TestCheckPassesACorrectRun(t *testing.T) {
+	o := perfect(t, 11)
+	rs := Check(o)
+	if f := failing(rs); len(f) > 0 {
+		var b strings.Builder
+		PrintTable(&b, rs)
+		t.Fatalf("a correct run fails %v:\n%s", f, b.String())
+	}
+}
+
+// firstOf returns the index of the first record of kind k.
+func firstOf(t *testing.T, o *Observed, k Kind) *Record {
+	t.Helper()
+	for i := range o.Plan.Records {
+		if o.Plan.Records[i].Kind == k {
+			return &o.Plan.Records[i]
+		}
+	}
+	t.Fatalf("no record of kind %s", k)
+	return nil
+}
+
+// dupRecord returns a record that has a VariantDup step.
+func dupRecord(t *testing.T, o *Observed) *Record {
+	t.Helper()
+	for _, s := range o.Plan.Steps {
+		if s.Variant == VariantDup {
+			return &o.Plan.Records[s.Rec]
+		}
+	}
+	t.Fatal("no dup in the plan")
+	return nil
+}
+
+func TestCheckCatchesEachViolation(t *testing.T) {
+	cases := []struct {
+		name  string
+		spoil func(t *testing.T, o *Observed)
+		want  string // a substring of the invariant that must fail
+	}{
+		{"a second version of a cell", func(t *testing.T, o *Observed) {
+			r := firstOf(t, o, KindUnique)
+			c := o.Rows[r.ID]["data"]
+			o.Rows[r.ID]["data"] = append(c, cell{value: []byte("again"), ts: c[0].ts + 1000})
+		}, "one version of each cell"},
+		{"a cell stamped with the write time", func(t *testing.T, o *Observed) {
+			r := firstOf(t, o, KindInBand)
+			o.Rows[r.ID]["n"][0].ts += 1000
+		}, "event time truncated"},
+		{"a duplicate's payload written over the first", func(t *testing.T, o *Observed) {
+			r := dupRecord(t, o)
+			o.Rows[r.ID]["data"][0].value = r.Second
+		}, "first payload"},
+		{"a valid record lost", func(t *testing.T, o *Observed) {
+			delete(o.Rows, firstOf(t, o, KindBigKey).ID)
+		}, "valid records with a row"},
+		{"a poison record written", func(t *testing.T, o *Observed) {
+			o.Rows[firstOf(t, o, KindMissingField).ID] = map[string][]cell{"data": {{value: []byte("x")}}, "n": {{value: []byte("1")}}}
+		}, "rows of no valid or late record"},
+		{"a poison message without a copy", func(t *testing.T, o *Observed) {
+			o.Copies = o.Copies[1:]
+		}, "poison messages"},
+		{"a copy with the wrong reason", func(t *testing.T, o *Observed) {
+			o.Copies[0].attrs[deadletter.AttrReason] = string(deadletter.SinkRejected)
+		}, "their kind's reason"},
+		{"a copy of a valid record", func(t *testing.T, o *Observed) {
+			c := o.Copies[0]
+			attrs := map[string]string{}
+			for k, v := range c.attrs {
+				attrs[k] = v
+			}
+			attrs[deadletter.AttrMessageID] = o.Steps[0].id
+			o.Copies = append(o.Copies, dlCopy{attrs: attrs, data: c.data})
+		}, "copies of anything else"},
+		{"a copy without the original attributes", func(t *testing.T, o *Observed) {
+			delete(o.Copies[0].attrs, "cid")
+		}, "well-formed"},
+		{"a message left on the main subscription", func(t *testing.T, o *Observed) { o.LeftMain = 1 }, "main subscription"},
+		{"a message left on the tracking subscription", func(t *testing.T, o *Observed) { o.LeftTracking = 2 }, "tracking subscription"},
+		{"the stored watermark going back", func(t *testing.T, o *Observed) {
+			o.Stored.observe(o.Begin.Format(wmFormat), time.Minute)
+		}, "went backwards (of"},
+		{"a stored watermark without milliseconds", func(t *testing.T, o *Observed) {
+			o.Stored.observe(o.Begin.Add(time.Hour).Format(time.RFC3339), time.Minute)
+		}, "RFC 3339"},
+		{"a process's watermark going back", func(t *testing.T, o *Observed) {
+			g := o.Gens[0]
+			a, b := o.Begin.Add(time.Minute), o.Begin
+			g.observeStatus(Status{Watermark: &a}, time.Second)
+			g.observeStatus(Status{Watermark: &b}, 2*time.Second)
+		}, "within a process"},
+		{"metrics that do not add up", func(t *testing.T, o *Observed) { o.Final.Committed-- }, "received − retried"},
+		{"a key committed twice", func(t *testing.T, o *Observed) { o.Gens[0].last.Committed += 1000 }, "no key committed twice"},
+		{"a SIGTERM that exits 1", func(t *testing.T, o *Observed) { o.Terms = append(o.Terms, 1) }, "exited 0"},
+		{"a process that died", func(t *testing.T, o *Observed) { o.Unexpected = []string{"process 2 exited"} }, "on their own"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := perfect(t, 11)
+			c.spoil(t, o)
+			f := failing(Check(o))
+			found := false
+			for _, inv := range f {
+				found = found || strings.Contains(inv, c.want)
+			}
+			if !found {
+				t.Fatalf("failing invariants %q; want one containing %q", f, c.want)
+			}
+		})
+	}
+}
+
+func TestLateAfterFaultIsAViolationUnlessTolerated(t *testing.T) {
+	o := perfect(t, 11)
+	r := firstOf(t, o, KindUnique)
+	var si int
+	for i, s := range o.Plan.Steps {
+		if s.Rec == r.CID && s.Variant == VariantOriginal {
+			si = i
+		}
+	}
+	delete(o.Rows, r.ID)
+	o.Gens[0].last.Committed--
+	o.Gens[0].last.DeadLettered["late"]++
+	o.Final.Committed--
+	o.Final.DeadLettered["late"]++
+	pub := o.Steps[si].at
+	o.Copies = append(o.Copies, dlCopy{data: r.Payload, attrs: map[string]string{
+		"cid": strconv.Itoa(r.CID), "v": "original", "id": r.ID, "ts": "x",
+		deadletter.AttrReason: string(deadletter.Late), deadletter.AttrError: "behind the watermark", deadletter.AttrPipeline: pipelineName,
+		deadletter.AttrMessageID: o.Steps[si].id, deadletter.AttrPublishTime: pub.Format(time.RFC3339Nano),
+		deadletter.AttrFailedAt: pub.Add(20 * time.Second).Format(time.RFC3339Nano),
+	}})
+	o.Disruptions = []time.Time{pub.Add(30 * time.Millisecond)}
+	if f := failing(Check(o)); len(f) != 2 {
+		t.Fatalf("strict: failing %q; want the missing row and the foreign copy", f)
+	}
+	o.TolerateLateAfterFault = true
+	rs := Check(o)
+	if f := failing(rs); len(f) > 0 {
+		t.Fatalf("tolerated: failing %q", f)
+	}
+	for _, res := range rs {
+		if res.Class == Known && !strings.HasPrefix(res.Found, "1 record") {
+			t.Fatalf("known-bug row found %q, want 1 record", res.Found)
+		}
+	}
+	// A late copy far from any disruption is not the known bug.
+	o.Disruptions = []time.Time{pub.Add(-time.Hour)}
+	if f := failing(Check(o)); len(f) != 2 {
+		t.Fatalf("no disruption near: failing %q; want the missing row and the foreign copy", f)
+	}
+}
+
+func TestParseCounters(t *testing.T) {
+	text := `# HELP pubsink_messages_received_total Messages delivered.
+# TYPE pubsink_messages_received_total counter
+pubsink_messages_received_total{pipeline="chaos"} 120
+pubsink_messages_received_total{pipeline="other"} 7
+pubsink_messages_committed_total{pipeline="chaos"} 100
+pubsink_messages_duplicate_total{pipeline="chaos"} 9
+pubsink_messages_dead_lettered_total{pipeline="chaos",reason="late"} 3
+pubsink_messages_dead_lettered_total{pipeline="chaos",reason="too_large"} 1
+pubsink_messages_retried_total{pipeline="chaos"} 7
+pubsink_messages_in_flight{pipeline="chaos"} 0
+pubsink_sink_write_seconds_bucket{pipeline="chaos",le="0.001"} 5
+go_goroutines 42
+`
+	c, err := parseCounters(text, "chaos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Received != 120 || c.Committed != 100 || c.Duplicate != 9 || c.Retried != 7 || c.DeadLetteredTotal() != 4 || c.DeadLettered["late"] != 3 {
+		t.Fatalf("parsed %+v", c)
+	}
+	if _, err := parseCounters("go_goroutines 1\n", "chaos"); err == nil {
+		t.Fatal("no error for a page without the pipeline's counters")
+	}
+}
+
+func ExampleFault_String() {
+	fmt.Println(Fault{Kind: FaultBigtableStall, Dur: 12500 * time.Millisecond})
+	fmt.Println(Fault{Kind: FaultLatency, Latency: 250 * time.Millisecond, Target: "pubsub", Dur: 8 * time.Second})
+	// Output:
+	// bigtable-stall for 12.5s
+	// latency 250ms on pubsub for 8s
+}

@@ -1,0 +1,760 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+
+	"github.com/pubsink/pubsink/deadletter"
+)
+
+// Class says how exact an invariant is.
+type Class string
+
+const (
+	// Exact invariants hold whatever the timing: expected equals found.
+	Exact Class = "exact"
+	// Bounded invariants depend on timing that the campaign does not
+	// control (which process saw what before it died, whether a
+	// watermark was known): found must lie within the expected bound.
+	Bounded Class = "bounded"
+	// Info rows are figures without a pass or fail.
+	Info Class = "info"
+	// Known rows count the effects of a known, unfixed bug that the run
+	// was told to tolerate (-tolerate-late-after-fault); they do not fail.
+	Known Class = "known bug"
+)
+
+// Result is one row of the invariant table.
+type Result struct {
+	Invariant string
+	Class     Class
+	Expected  string
+	Found     string
+	OK        bool
+	// Examples are a few of the violations, for the report.
+	Examples []string
+}
+
+// cell is one version of a cell as read back from the sink table.
+type cell struct {
+	value []byte
+	ts    bigtable.Timestamp
+}
+
+// published is what became of one step: its Pub/Sub message ID, when
+// it was published, or the publish error.
+type published struct {
+	id  string
+	at  time.Time
+	err error
+}
+
+// recRuntime is what the publisher fixed for a record at run time.
+type recRuntime struct {
+	ts string    // the ts attribute of the original, as sent
+	et time.Time // the event time it denotes
+}
+
+// dlCopy is one message read from the dead-letter topic's subscription.
+type dlCopy struct {
+	attrs map[string]string
+	data  []byte
+}
+
+// wmStats are the samples of the stored watermark (the state table's row
+// watermark#PIPELINE, column m:watermark).
+type wmStats struct {
+	samples   int
+	first     time.Time
+	last      time.Time
+	decreases []string
+	malformed []string
+}
+
+// observe records one sample of the stored watermark, raw as read.
+func (w *wmStats) observe(raw string, at time.Duration) {
+	t, err := time.Parse(wmFormat, raw)
+	if err != nil || !strings.HasSuffix(raw, "Z") || len(raw) != len("2006-01-02T15:04:05.000Z") {
+		w.malformed = append(w.malformed, fmt.Sprintf("%q at +%v", raw, at.Round(time.Millisecond)))
+		return
+	}
+	if w.samples > 0 && t.Before(w.last) {
+		w.decreases = append(w.decreases, fmt.Sprintf("%s -> %s at +%v", w.last.Format(wmFormat), raw, at.Round(time.Millisecond)))
+	}
+	if w.samples == 0 {
+		w.first = t
+	}
+	w.samples++
+	if t.After(w.last) {
+		w.last = t
+	}
+}
+
+// genRecord is what the campaign saw of one pubsink process.
+type genRecord struct {
+	gen   int
+	child *child
+	how   string // how it ended: "SIGKILL", "SIGTERM: exit 0", "final: exit 0", ...
+
+	// last is the last /status read from it: a lower bound of its counts,
+	// since its last moments are not seen (a stopped process's HTTP server
+	// goes within milliseconds of its last message).
+	last Status
+	// The /status watermark: samples, decreases, and the stored value
+	// sampled before the process started, which its first known value must
+	// not be below.
+	wmSamples     int
+	wmLast        time.Time
+	wmDecreases   []string
+	storedAtStart time.Time
+	startBelow    string
+
+	// startedAt is when the process started, guardOff when /status first
+	// showed its watermark tracker's startup guard off (offsets from the
+	// campaign's start; guardOff 0 while on or unknown).
+	startedAt, guardOff time.Duration
+}
+
+// observeStatus records one /status of the process.
+func (g *genRecord) observeStatus(st Status, at time.Duration) {
+	if st.Tracker != nil && !st.Tracker.StartupGuard && g.guardOff == 0 {
+		g.guardOff = at
+	}
+	if st.Watermark != nil {
+		wm := *st.Watermark
+		if g.wmSamples == 0 && !g.storedAtStart.IsZero() && wm.Before(g.storedAtStart) {
+			g.startBelow = fmt.Sprintf("process %d: first watermark %s is below the stored %s read before it started", g.gen, wm.Format(wmFormat), g.storedAtStart.Format(wmFormat))
+		}
+		if g.wmSamples > 0 && wm.Before(g.wmLast) {
+			g.wmDecreases = append(g.wmDecreases, fmt.Sprintf("process %d: %s -> %s at +%v", g.gen, g.wmLast.Format(wmFormat), wm.Format(wmFormat), at.Round(time.Millisecond)))
+		}
+		g.wmSamples++
+		if wm.After(g.wmLast) {
+			g.wmLast = wm
+		}
+	}
+	g.last = st
+}
+
+// Observed is everything the campaign collected, for Check.
+type Observed struct {
+	Begin  time.Time // the campaign's start: offsets in the report count from it
+	Plan   *Plan
+	Steps  []published
+	Recs   []recRuntime
+	Rows   map[string]map[string][]cell // row key → column → versions
+	Copies []dlCopy
+	// LeftMain and LeftTracking are the messages a Pull found on the main
+	// and the tracking subscription after the final stop and the lease.
+	LeftMain, LeftTracking int
+	Stored                 wmStats
+	Gens                   []*genRecord
+	// Final is /metrics of the last process once it had settled, and
+	// FinalOK whether it was read.
+	Final   Counters
+	FinalOK bool
+	// Terms are the exit codes after SIGTERM (the final stop included);
+	// -1 is a process that had to be killed.
+	Terms      []int
+	Unexpected []string // processes that exited on their own
+	NotReady   []string // restarts that did not become ready
+	// GatedLeft are the gated steps never published: their condition (the
+	// original's commit, a known watermark) never came.
+	GatedLeft []int
+	// Orphaned are the gated duplicates and replays dropped because their
+	// original was dead-lettered: it will never be committed.
+	Orphaned []int
+	// Disruptions are when a process was stopped (killed, terminated,
+	// exited) or the Pub/Sub connections were reset.
+	Disruptions []time.Time
+	// TolerateLateAfterFault counts a valid record dead-lettered as late
+	// as a known bug, not a violation, when its message was published
+	// before a disruption and judged after it (see lateAfterFault).
+	TolerateLateAfterFault bool
+}
+
+// lateAfterFault returns the valid records (by index) and the message IDs
+// whose copy says late although the record was on time, where the message
+// was published at most a minute before a disruption and dead-lettered
+// after it. That is the known gap of the watermark: a message delivered to
+// a process that died (or to a stream that was reset) comes back only when
+// its lease expires, up to 15 s later; a restarted tracker never saw it (the
+// dead process's tracker acked it) and its startup guard drops before the
+// lease expires, so the watermark passes the message's event time. Empty
+// unless o.TolerateLateAfterFault.
+func lateAfterFault(o *Observed) (recs map[int]bool, msgs map[string]bool) {
+	recs, msgs = map[int]bool{}, map[string]bool{}
+	if !o.TolerateLateAfterFault {
+		return recs, msgs
+	}
+	byMsg := map[string]int{}
+	for i, s := range o.Steps {
+		if s.id != "" {
+			byMsg[s.id] = i
+		}
+	}
+	for _, c := range o.Copies {
+		if c.attrs[deadletter.AttrReason] != string(deadletter.Late) {
+			continue
+		}
+		id := c.attrs[deadletter.AttrMessageID]
+		si, ok := byMsg[id]
+		if !ok || !o.Plan.Records[o.Plan.Steps[si].Rec].Kind.Valid() {
+			continue
+		}
+		p, err1 := time.Parse(time.RFC3339Nano, c.attrs[deadletter.AttrPublishTime])
+		f, err2 := time.Parse(time.RFC3339Nano, c.attrs[deadletter.AttrFailedAt])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for _, d := range o.Disruptions {
+			if !p.After(d.Add(time.Second)) && !f.Before(d) && d.Sub(p) <= time.Minute {
+				recs[o.Plan.Steps[si].Rec] = true
+				msgs[id] = true
+				break
+			}
+		}
+	}
+	return recs, msgs
+}
+
+// offset writes an RFC 3339 time as an offset from the campaign's start.
+func (o *Observed) offset(rfc3339 string) string {
+	t, err := time.Parse(time.RFC3339Nano, rfc3339)
+	if err != nil || o.Begin.IsZero() {
+		return rfc3339
+	}
+	return fmt.Sprintf("+%.2fs", t.Sub(o.Begin).Seconds())
+}
+
+// Check evaluates every invariant over o.
+func Check(o *Observed) []Result {
+	var out []Result
+	out = append(out, checkWorkload(o)...)
+	out = append(out, checkRows(o)...)
+	out = append(out, checkDeadLetters(o)...)
+	out = append(out, checkUnacked(o)...)
+	out = append(out, checkWatermark(o)...)
+	out = append(out, checkMetrics(o)...)
+	out = append(out, checkProcesses(o)...)
+	return out
+}
+
+// examples collects up to maxExamples lines.
+type examples struct {
+	n     int
+	lines []string
+}
+
+const maxExamples = 8
+
+func (e *examples) add(format string, args ...any) {
+	e.n++
+	if len(e.lines) < maxExamples {
+		e.lines = append(e.lines, fmt.Sprintf(format, args...))
+	}
+}
+
+func exact(name string, want, got int, ex *examples) Result {
+	r := Result{Invariant: name, Class: Exact, Expected: strconv.Itoa(want), Found: strconv.Itoa(got), OK: want == got}
+	if ex != nil {
+		r.Examples = ex.lines
+	}
+	return r
+}
+
+func checkWorkload(o *Observed) []Result {
+	var failed examples
+	for i, s := range o.Steps {
+		if s.err != nil {
+			failed.add("step %d (%s): %v", i, o.Plan.Steps[i].Variant, s.err)
+		}
+	}
+	// A duplicate of a record judged late after a fault (the known bug)
+	// waits for a commit that never comes: that is the bug's effect, not
+	// another violation.
+	knownLate, _ := lateAfterFault(o)
+	var gated examples
+	for _, i := range o.GatedLeft {
+		s := o.Plan.Steps[i]
+		if knownLate[s.Rec] {
+			continue
+		}
+		rec := &o.Plan.Records[s.Rec]
+		gated.add("step %d, %s of record %d (%s, id %s): its original never showed a dedupe record, or no watermark was stored", i, s.Variant, rec.CID, rec.Kind, short(rec.ID))
+	}
+	for _, i := range o.Orphaned {
+		s := o.Plan.Steps[i]
+		if knownLate[s.Rec] {
+			continue
+		}
+		rec := &o.Plan.Records[s.Rec]
+		gated.add("step %d, %s of record %d (%s, id %s): its original was dead-lettered", i, s.Variant, rec.CID, rec.Kind, short(rec.ID))
+	}
+	return []Result{
+		exact("publishes that failed", 0, failed.n, &failed),
+		exact("gated messages (duplicates, replays, late) left unpublished", 0, gated.n, &gated),
+	}
+}
+
+// stepsOf groups the published steps by record.
+func stepsOf(o *Observed) [][]int {
+	by := make([][]int, len(o.Plan.Records))
+	for i, s := range o.Plan.Steps {
+		if i < len(o.Steps) && o.Steps[i].id != "" {
+			by[s.Rec] = append(by[s.Rec], i)
+		}
+	}
+	return by
+}
+
+// rowCheck checks one row against a record: exactly the columns data and
+// n, one version each, the event time truncated to milliseconds as the
+// cell timestamp, and one of the allowed payloads.
+func rowCheck(cols map[string][]cell, want bigtable.Timestamp, payloads [][]byte, ns []string) (versions, stamp, value string) {
+	for col, vs := range cols {
+		if col != "data" && col != "n" {
+			versions = fmt.Sprintf("unexpected column %s", col)
+		} else if len(vs) != 1 {
+			versions = fmt.Sprintf("%d versions of %s", len(vs), col)
+		}
+	}
+	if len(cols["data"]) == 0 || len(cols["n"]) == 0 {
+		versions = fmt.Sprintf("columns %v, want data and n", slices.Sorted(mapKeys(cols)))
+		return
+	}
+	if versions != "" {
+		return
+	}
+	d, n := cols["data"][0], cols["n"][0]
+	if d.ts != want || n.ts != want {
+		stamp = fmt.Sprintf("cell timestamps %d/%d, want %d", d.ts, n.ts, want)
+	}
+	for i, p := range payloads {
+		if bytes.Equal(d.value, p) && string(n.value) == ns[i] {
+			return
+		}
+	}
+	value = fmt.Sprintf("data %s, n %q; want %s", abbrev(d.value), n.value, abbrev(payloads[0]))
+	return
+}
+
+func mapKeys[M ~map[string]V, V any](m M) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func abbrev(b []byte) string {
+	if len(b) > 60 {
+		return fmt.Sprintf("%q…(%d bytes)", b[:60], len(b))
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+func checkRows(o *Observed) []Result {
+	steps := stepsOf(o)
+	knownLate, _ := lateAfterFault(o)
+	var (
+		valid, present, lateWritten, dupFirst, raceOne, dupTotal, raceTotal int
+		missing, versions, stamps, values, others                           examples
+	)
+	known := map[string]bool{}
+	for i := range o.Plan.Records {
+		rec := &o.Plan.Records[i]
+		if len(steps[i]) == 0 || o.Plan.Steps[steps[i][0]].Variant != VariantOriginal {
+			continue // the original was not published
+		}
+		switch {
+		case rec.Kind.Valid():
+			valid++
+		case rec.Kind == KindLate:
+		default:
+			continue
+		}
+		known[rec.ID] = true
+		cols, ok := o.Rows[rec.ID]
+		if !ok {
+			switch {
+			case knownLate[i]:
+				valid-- // judged late: counted by checkDeadLetters
+			case rec.Kind.Valid():
+				missing.add("record %d (%s) id %s: no row", rec.CID, rec.Kind, short(rec.ID))
+			}
+			continue
+		}
+		if rec.Kind == KindLate {
+			lateWritten++
+		} else {
+			present++
+		}
+		payloads, ns := [][]byte{rec.Payload}, []string{strconv.Itoa(rec.CID)}
+		if rec.Kind == KindRace {
+			payloads, ns = append(payloads, rec.Second), append(ns, strconv.Itoa(rec.CID+1_000_000_000))
+			raceTotal++
+		}
+		hasDup := false
+		for _, si := range steps[i] {
+			hasDup = hasDup || o.Plan.Steps[si].Variant == VariantDup
+		}
+		if hasDup {
+			dupTotal++
+		}
+		want := bigtable.Time(o.Recs[i].et).TruncateToMilliseconds()
+		v, s, val := rowCheck(cols, want, payloads, ns)
+		if v != "" {
+			versions.add("record %d (%s) id %s: %s", rec.CID, rec.Kind, short(rec.ID), v)
+			continue
+		}
+		if s != "" {
+			stamps.add("record %d (%s) id %s: %s", rec.CID, rec.Kind, short(rec.ID), s)
+		}
+		if val != "" {
+			values.add("record %d (%s) id %s: %s", rec.CID, rec.Kind, short(rec.ID), val)
+			continue
+		}
+		if hasDup {
+			dupFirst++
+		}
+		if rec.Kind == KindRace {
+			raceOne++
+		}
+	}
+	for key := range o.Rows {
+		if !known[key] {
+			others.add("row %s", short(key))
+		}
+	}
+	checked := present + lateWritten
+	rowsOK := checked - versions.n
+	return []Result{
+		exact("valid records with a row (less those judged late after a fault, if tolerated)", valid, present, &missing),
+		exact("rows with one version of each cell (data, n)", checked, checked-versions.n, &versions),
+		exact("rows whose cells carry the event time truncated to ms", rowsOK, rowsOK-stamps.n, &stamps),
+		exact("rows holding their first payload", rowsOK, rowsOK-values.n, &values),
+		exact("  of which had a duplicate with another payload (acked unwritten)", dupTotal, dupFirst, nil),
+		{Invariant: "  of which raced two payloads at one event time: one of them, one version", Class: Bounded,
+			Expected: fmt.Sprintf("%d with either payload", raceTotal), Found: strconv.Itoa(raceOne), OK: raceOne == raceTotal},
+		exact("rows of no valid or late record (poison, unknown keys)", 0, others.n, &others),
+		{Invariant: "late records written (the watermark was not yet known when judged)", Class: Info, Found: strconv.Itoa(lateWritten), OK: true},
+	}
+}
+
+func short(s string) string {
+	if len(s) > 24 {
+		return fmt.Sprintf("%s…(%d bytes)", s[:16], len(s))
+	}
+	return s
+}
+
+func checkDeadLetters(o *Observed) []Result {
+	steps := stepsOf(o)
+	byMsg := map[string]int{} // message ID → step
+	for i, s := range o.Steps {
+		if s.id != "" {
+			byMsg[s.id] = i
+		}
+	}
+	copies := map[string][]dlCopy{} // by message ID
+	knownRecs, knownMsgs := lateAfterFault(o)
+	knownCopies := 0
+	var foreign, wrongReason, badAttrs examples
+	reasons := map[string]int{}
+	for _, c := range o.Copies {
+		id := c.attrs[deadletter.AttrMessageID]
+		reason := c.attrs[deadletter.AttrReason]
+		reasons[reason]++
+		si, ok := byMsg[id]
+		if !ok {
+			foreign.add("copy of message %q (reason %s), which the campaign did not publish", id, reason)
+			continue
+		}
+		step := o.Plan.Steps[si]
+		rec := &o.Plan.Records[step.Rec]
+		if knownMsgs[id] {
+			knownCopies++
+			continue
+		}
+		if !rec.Kind.Poison() && rec.Kind != KindLate && rec.Kind != KindPre1970 {
+			foreign.add("copy of message %s, %s of record %d (%s, id %s), reason %s: %s; published %s, dead-lettered %s", id, step.Variant, rec.CID, rec.Kind, short(rec.ID), reason, c.attrs[deadletter.AttrError],
+				o.offset(c.attrs[deadletter.AttrPublishTime]), o.offset(c.attrs[deadletter.AttrFailedAt]))
+			continue
+		}
+		if !slices.Contains(rec.Kind.Reasons(), deadletter.Reason(reason)) {
+			wrongReason.add("message %s of record %d (%s): reason %s, want one of %v (%s)", id, rec.CID, rec.Kind, reason, rec.Kind.Reasons(), c.attrs[deadletter.AttrError])
+		}
+		if p := copyProblem(c, rec, step, o.Steps[si]); p != "" {
+			badAttrs.add("message %s of record %d (%s): %s", id, rec.CID, rec.Kind, p)
+		}
+		copies[id] = append(copies[id], c)
+	}
+
+	var poisonMsgs, poisonCopied, lateMsgs, lateCopied, lateWritten, extra int
+	var uncopied, lateNowhere examples
+	for i := range o.Plan.Records {
+		rec := &o.Plan.Records[i]
+		switch {
+		case rec.Kind.Poison() || rec.Kind == KindPre1970:
+			for _, si := range steps[i] {
+				poisonMsgs++
+				id := o.Steps[si].id
+				if n := len(copies[id]); n > 0 {
+					poisonCopied++
+					extra += n - 1
+				} else {
+					uncopied.add("message %s, %s of record %d (%s)", id, o.Plan.Steps[si].Variant, rec.CID, rec.Kind)
+				}
+			}
+		case rec.Kind == KindLate:
+			_, written := o.Rows[rec.ID]
+			for _, si := range steps[i] {
+				lateMsgs++
+				id := o.Steps[si].id
+				n := len(copies[id])
+				switch {
+				case n > 0:
+					lateCopied++
+					extra += n - 1
+				case written:
+					lateWritten++
+				default:
+					lateNowhere.add("message %s of late record %d: neither dead-lettered nor written", id, rec.CID)
+				}
+			}
+		}
+	}
+	var byReason []string
+	for _, r := range deadletter.Reasons {
+		byReason = append(byReason, fmt.Sprintf("%s %d", r, reasons[string(r)]))
+	}
+	ours := len(o.Copies) - foreign.n - knownCopies
+	out := []Result{
+		exact("poison messages (every bad-input kind, pre-1970) with a dead-letter copy", poisonMsgs, poisonCopied, &uncopied),
+		exact("copies with their kind's reason", ours, ours-wrongReason.n, &wrongReason),
+		exact("copies of anything else (valid records, unknown messages)", 0, foreign.n, &foreign),
+		exact("copies keeping data, attributes and well-formed pubsink_* attributes", ours, ours-badAttrs.n, &badAttrs),
+		{Invariant: "late messages dead-lettered (late) or, if judged before the watermark was known, written", Class: Bounded,
+			Expected: fmt.Sprintf("%d in one or the other", lateMsgs), Found: fmt.Sprintf("%d + %d", lateCopied, lateWritten),
+			OK: lateNowhere.n == 0, Examples: lateNowhere.lines},
+		{Invariant: "extra copies of one message (redelivered before its ack)", Class: Info, Found: strconv.Itoa(extra), OK: true},
+		{Invariant: "copies by reason", Class: Info, Found: strings.Join(byReason, ", "), OK: true},
+	}
+	if o.TolerateLateAfterFault {
+		out = append(out, Result{Invariant: "valid records dead-lettered late, published before a restart or Pub/Sub reset and judged after it", Class: Known,
+			Expected: "0 once fixed", Found: fmt.Sprintf("%d records (%d copies)", len(knownRecs), knownCopies), OK: true})
+	}
+	return out
+}
+
+// copyProblem checks a copy against the message it copies.
+func copyProblem(c dlCopy, rec *Record, step Step, pub published) string {
+	a := c.attrs
+	if a[deadletter.AttrPipeline] != pipelineName {
+		return fmt.Sprintf("pubsink_pipeline %q", a[deadletter.AttrPipeline])
+	}
+	if n := len(a[deadletter.AttrError]); n == 0 || n > deadletter.MaxErrorBytes {
+		return fmt.Sprintf("pubsink_error of %d bytes", n)
+	}
+	pt, err1 := time.Parse(time.RFC3339Nano, a[deadletter.AttrPublishTime])
+	ft, err2 := time.Parse(time.RFC3339Nano, a[deadletter.AttrFailedAt])
+	if err1 != nil || err2 != nil {
+		return fmt.Sprintf("times not RFC 3339: %q %q", a[deadletter.AttrPublishTime], a[deadletter.AttrFailedAt])
+	}
+	if pt.Before(pub.at.Add(-5*time.Second)) || pt.After(pub.at.Add(time.Minute)) {
+		return fmt.Sprintf("pubsink_publish_time %s, published at about %s", pt, pub.at.UTC())
+	}
+	if ft.Before(pt.Add(-time.Second)) {
+		return fmt.Sprintf("pubsink_failed_at %s before the publish time %s", ft, pt)
+	}
+	if a["cid"] != strconv.Itoa(rec.CID) || a["v"] != step.Variant.String() {
+		return fmt.Sprintf("attributes cid %q v %q, want %d %s", a["cid"], a["v"], rec.CID, step.Variant)
+	}
+	if id, ok := a["id"]; ok != (!rec.NoID || rec.EmptyID) || id != rec.ID {
+		return fmt.Sprintf("attribute id %q (present %v), want %q", short(id), ok, short(rec.ID))
+	}
+	if _, ok := a["ts"]; ok == rec.NoTS {
+		return fmt.Sprintf("attribute ts present %v", ok)
+	}
+	want := rec.Payload
+	if step.Variant == VariantDup || step.Variant == VariantRace {
+		want = rec.Second
+	}
+	if !bytes.Equal(c.data, want) {
+		return fmt.Sprintf("data %s, want %s", abbrev(c.data), abbrev(want))
+	}
+	return ""
+}
+
+func checkUnacked(o *Observed) []Result {
+	return []Result{
+		exact("messages left unacked on the main subscription after the final stop", 0, o.LeftMain, nil),
+		exact("messages left unacked on the tracking subscription after the final stop", 0, o.LeftTracking, nil),
+	}
+}
+
+func checkWatermark(o *Observed) []Result {
+	s := o.Stored
+	dec := examples{n: len(s.decreases), lines: head(s.decreases)}
+	bad := examples{n: len(s.malformed), lines: head(s.malformed)}
+	var gdec, below examples
+	samples := 0
+	for _, g := range o.Gens {
+		samples += g.wmSamples
+		for _, d := range g.wmDecreases {
+			gdec.add("%s", d)
+		}
+		if g.startBelow != "" {
+			below.add("%s", g.startBelow)
+		}
+	}
+	advanced := s.samples > 0 && s.last.After(s.first)
+	return []Result{
+		exact(fmt.Sprintf("stored watermark samples that went backwards (of %d)", s.samples), 0, dec.n, &dec),
+		exact("stored watermark samples not RFC 3339 UTC with ms", 0, bad.n, &bad),
+		{Invariant: "stored watermark advanced during the run", Class: Bounded, Expected: "> first sample",
+			Found: fmt.Sprintf("%s -> %s", fmtTime(s.first), fmtTime(s.last)), OK: advanced},
+		exact(fmt.Sprintf("/status watermark samples that went backwards within a process (of %d)", samples), 0, gdec.n, &gdec),
+		exact("processes whose first watermark was below the stored one", 0, below.n, &below),
+	}
+}
+
+func head(s []string) []string {
+	if len(s) > maxExamples {
+		return s[:maxExamples]
+	}
+	return s
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(wmFormat)
+}
+
+func checkMetrics(o *Observed) []Result {
+	var out []Result
+	f := o.Final
+	if !o.FinalOK {
+		return []Result{{Invariant: "/metrics of the final process read once it settled", Class: Exact, Expected: "read", Found: "not read"}}
+	}
+	finished := f.Committed + f.Duplicate + f.DeadLetteredTotal() + f.Dropped
+	out = append(out,
+		Result{Invariant: "final process: received − retried = committed + duplicate + dead-lettered + dropped", Class: Exact,
+			Expected: fmt.Sprintf("%.0f − %.0f = %.0f", f.Received, f.Retried, f.Received-f.Retried),
+			Found:    fmt.Sprintf("%.0f + %.0f + %.0f + %.0f = %.0f", f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Dropped, finished),
+			OK:       f.Received-f.Retried == finished},
+		exact("final process: messages in flight once settled", 0, int(f.InFlight), nil),
+	)
+
+	var committed, dropped int64
+	dl := map[string]int64{}
+	for _, g := range o.Gens {
+		committed += g.last.Committed
+		dropped += g.last.Dropped
+		for r, n := range g.last.DeadLettered {
+			dl[r] += n
+		}
+	}
+
+	// Across processes: the last counts read of each (a killed process's
+	// last moments are not seen, so these are lower bounds of what it did).
+	rows := 0
+	for i := range o.Plan.Records {
+		if _, ok := o.Rows[o.Plan.Records[i].ID]; ok && (o.Plan.Records[i].Kind.Valid() || o.Plan.Records[i].Kind == KindLate) {
+			rows++
+		}
+	}
+	out = append(out, Result{Invariant: "Σ committed over processes ≤ rows written (no key committed twice)", Class: Bounded,
+		Expected: fmt.Sprintf("≤ %d", rows), Found: strconv.FormatInt(committed, 10), OK: committed <= int64(rows)})
+	copies := map[string]int64{}
+	for _, c := range o.Copies {
+		copies[c.attrs[deadletter.AttrReason]]++
+	}
+	var over examples
+	for _, r := range deadletter.Reasons {
+		if dl[string(r)] > copies[string(r)] {
+			over.add("%s: counted %d, copies %d", r, dl[string(r)], copies[string(r)])
+		}
+	}
+	var dlSum int64
+	for _, n := range dl {
+		dlSum += n
+	}
+	out = append(out,
+		Result{Invariant: "Σ dead-lettered over processes ≤ copies in the output, per reason", Class: Bounded,
+			Expected: fmt.Sprintf("≤ %d", len(o.Copies)), Found: strconv.FormatInt(dlSum, 10), OK: over.n == 0, Examples: over.lines},
+		exact("Σ dropped over processes (late_data: dead_letter never drops)", 0, int(dropped), nil),
+		Result{Invariant: "commits not seen by a scrape (killed processes' last moments)", Class: Info, Found: strconv.FormatInt(int64(rows)-committed, 10), OK: true},
+	)
+	return out
+}
+
+func checkProcesses(o *Observed) []Result {
+	zero := 0
+	var bad examples
+	for i, code := range o.Terms {
+		if code == 0 {
+			zero++
+		} else {
+			bad.add("SIGTERM %d: exit %d", i+1, code)
+		}
+	}
+	un := examples{n: len(o.Unexpected), lines: head(o.Unexpected)}
+	nr := examples{n: len(o.NotReady), lines: head(o.NotReady)}
+	return []Result{
+		exact("SIGTERMs (the final stop included) that exited 0", len(o.Terms), zero, &bad),
+		exact("processes that exited on their own", 0, un.n, &un),
+		exact("restarts that did not become ready", 0, nr.n, &nr),
+		{Invariant: "pubsink processes run", Class: Info, Found: strconv.Itoa(len(o.Gens)), OK: true},
+	}
+}
+
+// Passed reports whether every result holds.
+func Passed(rs []Result) bool {
+	for _, r := range rs {
+		if !r.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// PrintTable writes the results as a table, then the examples of every
+// violation.
+func PrintTable(w io.Writer, rs []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "invariant\tclass\texpected\tfound\tok")
+	for _, r := range rs {
+		ok := "ok"
+		switch {
+		case r.Class == Info || r.Class == Known:
+			ok = "-"
+		case !r.OK:
+			ok = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Invariant, r.Class, r.Expected, r.Found, ok)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.OK || len(r.Examples) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nFAIL %s:\n", r.Invariant)
+		for _, e := range r.Examples {
+			fmt.Fprintf(w, "  %s\n", e)
+		}
+	}
+}

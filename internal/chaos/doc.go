@@ -1,0 +1,153 @@
+// Command chaos is pubsink's seeded fault campaign: it runs the built
+// binary against the real Pub/Sub and Bigtable emulators, publishes a
+// workload of every kind of message, injects faults at moments chosen from
+// the seed, and then checks the exactly-once effect and the other promises
+// of DESIGN.md, printing a table of expected against found. Anyone can rerun
+// a campaign with its seed.
+//
+//	go run ./internal/chaos -short                        # the CI campaign, about 2 minutes
+//	go run ./internal/chaos -seed 4242                    # a release campaign: 50,000 messages, 24 faults
+//	go run ./internal/chaos -seed S -n N -duration D      # any size
+//
+// It owns nothing of pubsink; it drives the binary as a child process, as
+// an operator would. The emulators are internal/emulator, the proxies
+// internal/faultproxy.
+//
+// # Flags
+//
+//	-seed S       seed of the workload and of the fault schedule (0: from the clock; always printed)
+//	-short        the CI campaign: 3,000 messages over 60s, 6 faults (one of each kind), stalls up to 10s
+//	-n N          messages to publish, every kind included (default 50,000)
+//	-duration D   how long the workload publishes (default 6m)
+//	-faults N     faults to inject (default one per 15s of -duration, at least 6; from 6 on, every kind occurs)
+//	-max-stall D  longest Bigtable stall (default 30s, at least 1s)
+//	-settle D     longest wait after the workload for every outcome to show (default 3m; 90s with -short)
+//	-dir DIR      run directory (default: a new temporary one, removed when every invariant holds)
+//	-keep         keep the run directory anyway
+//	-binary PATH  a built pubsink to run (default: go build of this module into the run directory)
+//	-tolerate-late-after-fault
+//	              count on-time records dead-lettered as late after a restart or Pub/Sub reset as a
+//	              known bug instead of a violation (see "Known bug" below)
+//
+// The same seed, -n, -duration, -faults, -max-stall and -short give the
+// same workload and the same fault schedule; what pubsink and the emulators
+// do with them depends on timing, which is why the invariants below say
+// which are exact. On a violation the output ends with the command that
+// reruns the campaign.
+//
+// Exit status: 0 every invariant holds; 1 an invariant failed; 2 bad
+// usage; 3 the campaign could not run (emulators, build, setup).
+//
+// # What runs
+//
+// Both emulators (fresh, on free ports; the Pub/Sub one with the javaagent
+// fix of its dead-stream defect), a faultproxy in front of each, and pubsink
+// (`pubsink run`, the leader of its own process group) pointed at the
+// proxies through PUBSUB_EMULATOR_HOST and BIGTABLE_EMULATOR_HOST. `pubsink
+// setup` creates the topics, subscriptions and tables first. The publisher,
+// the samplers and the final checks talk to the emulators directly, out of
+// the faults' way. The run directory keeps config.yaml, one log per pubsink
+// process (pubsink-NN.log) and the emulators' logs.
+//
+// The pipeline under test is one exactly_once pipeline with id_attribute
+// id, timestamp_attribute ts (timestamp_format auto), a tracking
+// subscription, the default 10s estimation band, late_data: dead_letter, and a
+// dead-letter topic with its replay subscription (the production default);
+// rows are keyed by the id attribute with columns data ({data}) and n
+// ({data.n}). late_data: dead_letter makes a wrong lateness verdict visible
+// in the data: a record that should be a row shows up as a late copy.
+//
+// # Workload
+//
+// Every message carries attributes cid (its record) and v (its variant).
+// Kinds of records, by share of the messages:
+//
+//   - unique (about 70%): event time = publish time, in milliseconds, RFC
+//     3339 with microseconds, or RFC 3339 with an offset and nanoseconds.
+//   - in-band (about 12%): event time behind its publication by up to 80%
+//     of the band, so out of order but within the watermark's assumption.
+//   - echo (4% of those): the same content republished at once under a new
+//     message ID, racing the original through dedupe.
+//   - duplicate (6%): the same id with another payload and event time,
+//     published only once the original's dedupe record is in the catalog
+//     (the state table, scanned by timestamp); dropped if the original was
+//     dead-lettered instead. Gating on the catalog, not on
+//     the row, is what makes "first payload kept" exact: pubsink writes the
+//     row before the record, so a process killed between the two leaves a
+//     key that the next delivery, original or duplicate, may take.
+//   - replay (2%): the same content, once the original is committed.
+//   - race (1%): two payloads with one event time published at once: either
+//     may win, but the row holds one version of one of them.
+//   - poison (4%, evenly): invalid_payload (not JSON, cut JSON, a bare
+//     scalar), missing_field (no or null n; no or empty id attribute),
+//     bad_event_time (missing or unparsable ts), too_large (an id, so a row
+//     key, of 4,097 bytes or more); a tenth are republished once more.
+//   - near the limits: a row key of exactly 4,096 bytes (0.2%), and a few
+//     payloads of 1 to 3 MB (2 with -short, 5 otherwise; the emulator hangs
+//     on a request over about 11 MB).
+//   - late: a few bursts of records an hour or two behind, and one record
+//     before 1970 per burst, published once the stored watermark exists.
+//
+// # Faults
+//
+// At offsets from the seed within 10%..85% of the workload, one after
+// another (a fault whose moment comes while the previous one lasts waits
+// for it): SIGKILL and restart; SIGTERM, exit status 0 expected, and
+// restart; a Bigtable stall of 1s to -max-stall; a reset of every Bigtable
+// connection; a reset of every Pub/Sub connection (both subscriptions'
+// streams drop and reconnect, so the tracking reader restarts and acks in
+// flight are lost; restarts restart it too); 20-500ms of latency on one
+// proxy for 5-20s. Each is logged with its offset and wall-clock time.
+//
+// # Invariants
+//
+// After the workload the campaign waits until every outcome is visible, a
+// lease (16s) has passed since the last fault and the last process has
+// received nothing for 5s, reads its /metrics, stops it with SIGTERM, waits
+// a lease, pulls both subscriptions, drains the dead-letter subscription
+// and reads the whole table. Classes: exact holds whatever the timing;
+// bounded lies within a bound because the outcome depends on timing the
+// campaign does not control; info is a figure.
+//
+//	invariant                                                     class
+//	every published message was published (no publish error)      exact
+//	gated messages (duplicates, replays, late) all published       exact
+//	every valid record has a row                                   exact
+//	every row: exactly columns data and n, one version each        exact
+//	every cell's timestamp is the event time truncated to ms       exact
+//	every row holds its first payload (duplicates acked unwritten) exact
+//	a race row holds one of its two payloads, one version          bounded
+//	no row for poison, pre-1970 or unknown keys                    exact
+//	every poison message (per message ID) has a dead-letter copy   exact
+//	every copy has its kind's reason                               exact (pre-1970: sink_rejected or late, bounded)
+//	no copy of anything else (valid records, unknown messages)     exact
+//	copies keep data, attributes, well-formed pubsink_* attributes exact
+//	a late message is a late copy, or a row if judged before the
+//	  watermark was known (a restart during a stall)               bounded
+//	nothing left on the main or tracking subscription              exact
+//	stored watermark samples never go backwards, RFC 3339 ms UTC   exact
+//	stored watermark advanced during the run                       bounded
+//	/status watermark never goes backwards within a process, and
+//	  starts at or above the stored value read before the start    exact
+//	last process: received - retried =
+//	  committed + duplicate + dead-lettered + dropped, none in flight exact
+//	sum of committed over processes <= rows (no key committed twice) bounded (killed processes' last moments are unseen)
+//	sum of dead-lettered per reason <= copies with that reason      bounded
+//	every SIGTERM exits 0; no process exits on its own; every
+//	  restart becomes ready                                         exact
+//
+// # Known bug
+//
+// A message delivered to a process that is then killed comes back only
+// when its lease expires (up to 15s). The restarted tracker never saw it
+// (the dead process's tracker acked it on the tracking subscription), and
+// its startup guard drops as soon as the pipeline finishes fresh messages,
+// well before the lease expires; the watermark then passes the message's
+// event time and the message is judged late. With late_data: dead_letter
+// an on-time record ends in the dead-letter topic instead of the table;
+// with drop it would be dropped. -tolerate-late-after-fault counts such
+// records (on time, published at most a minute before a restart or Pub/Sub
+// reset, dead-lettered late after it) in a row of class "known bug" and
+// excuses their missing rows and their copies; without it they fail the
+// run. CI passes it until the watermark is fixed.
+package main

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pubsink/pubsink/internal/emulator"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitViolation = 1 // an invariant failed
+	exitUsage     = 2
+	exitCannotRun = 3 // emulators, build or setup failed: nothing was checked
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Uint64("seed", 0, "seed of the workload and the fault schedule (0: one from the clock, printed)")
+	short := fs.Bool("short", false, "the CI campaign: 3,000 messages over 60s, 6 faults, stalls up to 10s")
+	n := fs.Int("n", 0, "messages to publish, every kind included (default 50,000; 3,000 with -short)")
+	duration := fs.Duration("duration", 0, "how long the workload publishes (default 6m; 60s with -short)")
+	faults := fs.Int("faults", 0, "faults to inject (default one per 15s of -duration, at least 6)")
+	maxStall := fs.Duration("max-stall", 0, "longest Bigtable stall (default 30s; 10s with -short)")
+	settle := fs.Duration("settle", 0, "longest wait after the workload for every outcome (default 3m; 90s with -short)")
+	dir := fs.String("dir", "", "run directory for logs, config and binary (default: a new temporary one)")
+	keep := fs.Bool("keep", false, "keep the run directory even when every invariant holds")
+	binary := fs.String("binary", "", "a built pubsink binary to run (default: build this module's)")
+	tolerate := fs.Bool("tolerate-late-after-fault", false, "count on-time records dead-lettered as late after a restart or Pub/Sub reset as a known bug, not a violation (the watermark's startup guard drops before a dead process's leases expire)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "chaos: unexpected arguments %v\n", fs.Args())
+		return exitUsage
+	}
+
+	opts := Options{Seed: *seed, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate}
+	if *short {
+		opts.Messages, opts.Duration, opts.MaxStall, opts.BigPayloads, opts.Settle = 3000, 60*time.Second, 10*time.Second, 2, 90*time.Second
+	}
+	setIf(&opts.Messages, *n)
+	setIf(&opts.Duration, *duration)
+	setIf(&opts.MaxStall, *maxStall)
+	setIf(&opts.Settle, *settle)
+	opts.Faults = max(6, int(opts.Duration/(15*time.Second)))
+	setIf(&opts.Faults, *faults)
+	opts.LateBursts = max(3, int(opts.Duration/(25*time.Second)))
+	if opts.Seed == 0 {
+		opts.Seed = uint64(time.Now().UnixNano()) % 1_000_000_000
+	}
+	if opts.Messages < 100 || opts.Duration < 10*time.Second || opts.MaxStall < time.Second {
+		fmt.Fprintln(stderr, "chaos: -n must be at least 100, -duration at least 10s, -max-stall at least 1s")
+		return exitUsage
+	}
+
+	opts.Dir = *dir
+	if opts.Dir == "" {
+		d, err := os.MkdirTemp("", "pubsink-chaos-")
+		if err != nil {
+			fmt.Fprintln(stderr, "chaos:", err)
+			return exitCannotRun
+		}
+		opts.Dir = d
+	} else if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		fmt.Fprintln(stderr, "chaos:", err)
+		return exitCannotRun
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rerun := fmt.Sprintf("go run ./internal/chaos -seed %d -n %d -duration %v -faults %d -max-stall %v", opts.Seed, opts.Messages, opts.Duration, opts.Faults, opts.MaxStall)
+	if *short {
+		rerun += " -short"
+	}
+	if opts.TolerateLateAfterFault {
+		rerun += " -tolerate-late-after-fault"
+	}
+	fmt.Fprintf(stderr, "chaos: seed %d; rerun with: %s\nchaos: run directory %s\n", opts.Seed, rerun, opts.Dir)
+
+	start := time.Now()
+	report, err := Run(ctx, opts)
+	elapsed := time.Since(start).Round(time.Second)
+	printFaults(stdout, report.Faults)
+	if len(report.Procs) > 0 {
+		fmt.Fprintln(stdout, "\nprocesses:")
+		for _, p := range report.Procs {
+			fmt.Fprintln(stdout, "  "+p)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "chaos: the campaign could not run: %v\nchaos: seed %d; run directory kept: %s\n", err, opts.Seed, opts.Dir)
+		if errors.Is(err, emulator.ErrNotInstalled) {
+			fmt.Fprintln(stderr, "chaos: it needs the Pub/Sub and Bigtable emulators of the Google Cloud SDK and a JDK 17+")
+		}
+		return exitCannotRun
+	}
+	results := report.Results
+	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v, %d faults, %v in all\n\n", opts.Seed, opts.Messages, opts.Duration, len(report.Faults), elapsed)
+	PrintTable(stdout, results)
+	if !Passed(results) {
+		fmt.Fprintf(stdout, "\nVIOLATION: seed %d; rerun with: %s\nrun directory kept: %s (pubsink-NN.log per process, emulator logs, config.yaml)\n", opts.Seed, rerun, opts.Dir)
+		return exitViolation
+	}
+	fmt.Fprintf(stdout, "\nevery invariant holds (seed %d)\n", opts.Seed)
+	if *keep {
+		fmt.Fprintf(stdout, "run directory kept: %s\n", opts.Dir)
+	} else {
+		os.RemoveAll(opts.Dir)
+	}
+	return exitOK
+}
+
+func setIf[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+// printFaults writes the fault log: what ran when, and counts by kind.
+func printFaults(w io.Writer, log []faultEntry) {
+	if len(log) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nfaults:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tstart\tend\twall clock\tfault\tnote")
+	counts := map[FaultKind]int{}
+	for _, e := range log {
+		counts[e.fault.Kind]++
+		fmt.Fprintf(tw, "  %d\t+%.1fs\t+%.1fs\t%s\t%s\t%s\n", e.n, e.start.Seconds(), e.end.Seconds(), e.wall.Format("15:04:05.000"), e.fault, e.note)
+	}
+	tw.Flush()
+	fmt.Fprint(w, "fault counts:")
+	for k := FaultKind(0); k < numFaultKinds; k++ {
+		fmt.Fprintf(w, " %s %d", k, counts[k])
+	}
+	fmt.Fprintln(w)
+}
