@@ -45,7 +45,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.n, "n", 200_000, "messages per run (with -memory: 1,000,000)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every connector once, in a rotating order")
 	fs.IntVar(&o.streams, "streams", 10, "StreamingPull streams of every connector (with -memory: the pipeline default)")
-	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking (with -memory: exactly_once)")
+	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking (with -memory: exactly_once_no_tracking, the default pipeline)")
 	fs.IntVar(&o.payload, "payload", 200, "payload size in bytes, about")
 	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
 	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, run each connector once more with CPU and alloc profiles written to this directory")
@@ -66,7 +66,9 @@ func parseOptions(args []string) (options, error) {
 			o.streams = 0
 		}
 		if !set["connectors"] {
-			connectors = string(exactlyOnce)
+			// The default pipeline: exactly_once, no tracking subscription
+			// (it is optional), and every other setting at its default.
+			connectors = string(exactlyOnceNoTracking)
 		}
 		if !set["rounds"] {
 			o.rounds = 1

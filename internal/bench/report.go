@@ -72,7 +72,7 @@ func (b *bench) memory(ctx context.Context) error {
 	for _, k := range b.o.connectors {
 		res := b.run(ctx, k, 1, nil)
 		printRun(out, b.o.n, res)
-		fmt.Fprintf(out, "  RSS while draining (sampled each second; peak from rusage %.0f MB):\n", mb(res.rss))
+		fmt.Fprintf(out, "  RSS while draining (sampled each second; peak (VmHWM) %.0f MB):\n", mb(res.rss))
 		step := max(1, len(res.rssSeen)/20)
 		for i, p := range res.rssSeen {
 			if i%step == 0 || i == len(res.rssSeen)-1 {
