@@ -108,8 +108,8 @@ func FuzzCopyFromRow(f *testing.F) {
 }
 
 // FuzzFileLineRoundTrip writes a copy of an arbitrary message as the File
-// output does and reads it back: replay must see the same copy. Pub/Sub
-// attributes are valid UTF-8 (protobuf strings), and publish times are
+// output does and reads it back: replay must see the same copy. Message IDs
+// and attributes are valid UTF-8 (protobuf strings), and publish times are
 // within RFC 3339's years, so other inputs are skipped.
 // Run: go test -fuzz=FuzzFileLineRoundTrip ./deadletter
 func FuzzFileLineRoundTrip(f *testing.F) {
@@ -117,7 +117,7 @@ func FuzzFileLineRoundTrip(f *testing.F) {
 	f.Add("2", []byte{0xff, 0}, "pubsink_reason", "late", uint8(4), strings.Repeat("é", 600), int64(0))
 	f.Fuzz(func(t *testing.T, id string, data []byte, k, v string, reason uint8, cause string, publishNanos int64) {
 		publish := time.Unix(0, publishNanos)
-		if id == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || publish.UTC().Year() > 9999 || publish.UTC().Year() < 0 {
+		if id == "" || !utf8.ValidString(id) || !utf8.ValidString(k) || !utf8.ValidString(v) || publish.UTC().Year() > 9999 || publish.UTC().Year() < 0 {
 			return
 		}
 		m := &source.Message{ID: id, Data: data, Attributes: map[string]string{k: v}, PublishTime: publish}
