@@ -177,9 +177,10 @@ func (c *campaign) logf(format string, args ...any) {
 // Report is what a campaign found: the invariant table, the fault log and
 // the processes' timeline.
 type Report struct {
-	Results []Result
-	Faults  []faultEntry
-	Procs   []string
+	Results  []Result
+	Faults   []faultEntry
+	Procs    []string
+	Workload string // the plan's records by kind and messages by variant
 }
 
 // Run runs one campaign and returns its report, which holds the fault log
@@ -199,7 +200,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	results, err := c.run(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := &Report{Results: results, Faults: c.faultLog}
+	r := &Report{Results: results, Faults: c.faultLog, Workload: c.plan.Summary()}
 	for _, g := range c.gens {
 		line := fmt.Sprintf("process %d: started +%.1fs", g.gen, g.startedAt.Seconds())
 		if g.guardOff > 0 {
@@ -237,6 +238,7 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	defer c.killCurrent()
 
 	c.logf("workload: %d messages over %v; %d faults", len(c.plan.Steps), c.opts.Duration, len(c.sched))
+	c.logf("workload: %s", c.plan.Summary())
 	t0 := time.Now()
 	var g errgroup.Group
 	g.Go(func() error { return c.publish(ctx, t0) })

@@ -110,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitCannotRun
 	}
 	results := report.Results
-	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v, %d faults, %v in all\n\n", opts.Seed, opts.Messages, opts.Duration, len(report.Faults), elapsed)
+	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v, %d faults, %v in all\nworkload: %s\n\n", opts.Seed, opts.Messages, opts.Duration, len(report.Faults), elapsed, report.Workload)
 	PrintTable(stdout, results)
 	if !Passed(results) {
 		fmt.Fprintf(stdout, "\nVIOLATION: seed %d; rerun with: %s\nrun directory kept: %s (pubsink-NN.log per process, emulator logs, config.yaml)\n", opts.Seed, rerun, opts.Dir)

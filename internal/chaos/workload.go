@@ -401,3 +401,25 @@ func FormatTS(t time.Time, f TimeFormat) (string, time.Time) {
 
 // pre1970TS is the ts attribute of KindPre1970: one second before 1970.
 const pre1970TS = "-1000"
+
+// Summary counts the plan's records by kind and messages by variant.
+func (p *Plan) Summary() string {
+	var kinds [numKinds]int
+	for _, r := range p.Records {
+		kinds[r.Kind]++
+	}
+	variants := make([]int, len(variantNames))
+	for _, s := range p.Steps {
+		variants[s.Variant]++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d records:", len(p.Records))
+	for k, n := range kinds {
+		fmt.Fprintf(&b, " %s %d", Kind(k), n)
+	}
+	fmt.Fprintf(&b, "; %d messages:", len(p.Steps))
+	for v, n := range variants {
+		fmt.Fprintf(&b, " %s %d", Variant(v), n)
+	}
+	return b.String()
+}
