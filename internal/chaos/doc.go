@@ -25,6 +25,7 @@
 //	-dir DIR      run directory (default: a new temporary one, removed when every invariant holds)
 //	-keep         keep the run directory anyway
 //	-binary PATH  a built pubsink to run (default: go build of this module into the run directory)
+//	-dry-run      print the workload's make-up and the fault schedule of the seed; run nothing
 //	-tolerate-late-after-fault
 //	              count on-time records dead-lettered as late after a restart or Pub/Sub reset as a
 //	              known bug instead of a violation (see "Known bug" below)

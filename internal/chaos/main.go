@@ -40,6 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "run directory for logs, config and binary (default: a new temporary one)")
 	keep := fs.Bool("keep", false, "keep the run directory even when every invariant holds")
 	binary := fs.String("binary", "", "a built pubsink binary to run (default: build this module's)")
+	dryRun := fs.Bool("dry-run", false, "print the workload and the fault schedule of the seed, and run nothing")
 	tolerate := fs.Bool("tolerate-late-after-fault", false, "count on-time records dead-lettered as late after a restart or Pub/Sub reset as a known bug, not a violation (the watermark's startup guard drops before a dead process's leases expire)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -66,6 +67,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opts.Messages < 100 || opts.Duration < 10*time.Second || opts.MaxStall < time.Second {
 		fmt.Fprintln(stderr, "chaos: -n must be at least 100, -duration at least 10s, -max-stall at least 1s")
 		return exitUsage
+	}
+
+	if *dryRun {
+		printPlan(stdout, opts)
+		return exitOK
 	}
 
 	opts.Dir = *dir
@@ -123,6 +129,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		os.RemoveAll(opts.Dir)
 	}
 	return exitOK
+}
+
+// printPlan writes what the seed would do.
+func printPlan(w io.Writer, opts Options) {
+	p := NewPlan(opts.Seed, WorkloadConfig{Messages: opts.Messages, BigPayloads: opts.BigPayloads, LateBursts: opts.LateBursts, Band: band})
+	fmt.Fprintf(w, "seed %d: %d messages over %v\nworkload: %s\nfaults:\n", opts.Seed, opts.Messages, opts.Duration, p.Summary())
+	for i, f := range NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall}) {
+		fmt.Fprintf(w, "  %2d  not before +%v  %s\n", i+1, f.At.Round(100*time.Millisecond), f)
+	}
 }
 
 func setIf[T comparable](dst *T, v T) {
