@@ -36,7 +36,7 @@
 // # What is measured
 //
 //   - msg/s: commits per second while the backlog drains, between the
-//     scrapes (every 100 ms) where 1% and 99% of it had committed, from the
+//     scrapes (every 250 ms) where 1% and 99% of it had committed, from the
 //     connector's own pubsink_messages_committed_total. Start-up and the last
 //     1% are left out; "drain s" is the whole time from exec to the last
 //     commit.
