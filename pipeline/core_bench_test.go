@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +41,9 @@ import (
 //
 //	go test ./pipeline -run '^$' -bench Core -benchtime 400000x
 //
-// The issue's target is 100,000 msg/s in exactly_once mode on 2 cores.
+// The issue's target is 100,000 msg/s in exactly_once mode on 2 cores. The
+// machine is shared, so the benchmark also reports the process's CPU time
+// per message and the rate that makes at full use of GOMAXPROCS cores.
 
 const coreConfig = `
 project: bench
@@ -105,6 +109,8 @@ func benchmarkCore(b *testing.B, mode string) {
 	var next atomic.Int64
 	b.SetParallelism((inFlight + 1) / 2) // × GOMAXPROCS handlers; 1000 on 2 cores
 	b.ReportAllocs()
+	runtime.GC() // the messages' garbage is not the pipeline's
+	cpu := processCPU()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -116,7 +122,14 @@ func benchmarkCore(b *testing.B, mode string) {
 		}
 	})
 	b.StopTimer()
+	cpu = processCPU() - cpu
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+	// On a shared machine msg/s depends on what else runs; the CPU time of
+	// the process per message (pipeline, bttest and the Go runtime alike)
+	// does much less, and GOMAXPROCS cores divided by it is the rate the
+	// machine would reach on its own.
+	b.ReportMetric(cpu.Seconds()*1e6/float64(b.N), "cpu-µs/msg")
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0))*float64(b.N)/cpu.Seconds(), "msg/s-at-full-cpu")
 	if got := metrics.Value(m.Committed); got != float64(b.N) {
 		b.Fatalf("%.0f committed, want %d", got, b.N)
 	}
@@ -217,4 +230,13 @@ func bttestClient(b *testing.B) *bigtable.Client {
 	}
 	b.Cleanup(func() { client.Close() })
 	return client
+}
+
+// processCPU is the user and system time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
