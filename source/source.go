@@ -16,11 +16,14 @@ import (
 	"github.com/pubsink/pubsink/config"
 )
 
-// leaseExtension is the longest lease pubsink asks for at a time. Pub/Sub's
+// LeaseExtension is the longest lease pubsink asks for at a time. Pub/Sub's
 // stream default is 60 s: after a crash (SIGKILL, OOM, lost node) the
 // messages the process held would come back only a minute later. 15 s makes
 // that a quarter, for one extension call per 15 s per stream's inventory.
-const leaseExtension = 15 * time.Second
+// It is also how long a message can stay out of sight after the process or
+// the stream that held it died: the watermark waits that long (package
+// watermark).
+const LeaseExtension = 15 * time.Second
 
 // Handler decides the fate of one message. It is called concurrently, once
 // per delivery, and blocks until the message's outcome is durable (or known
@@ -57,9 +60,9 @@ func New(client *pubsub.Client, log *zap.Logger, subscription string, cfg config
 	s.MaxOutstandingBytes = int(max(1, ceilDiv(maxBytes, int64(cfg.Streams))))
 	// Lease extension stays on (MaxExtension from the defaults): a message
 	// waiting in a batch or in a retry must not be redelivered meanwhile.
-	// Each extension is at most leaseExtension long, which bounds how long
+	// Each extension is at most LeaseExtension long, which bounds how long
 	// the messages of a crashed process stay leased to it.
-	s.MaxDurationPerAckExtension = leaseExtension
+	s.MaxDurationPerAckExtension = LeaseExtension
 	// ShutdownOptions stays nil: Receive waits for every handler to return
 	// and for its ack or nack to be sent. The handler itself is bounded by
 	// the work context, which the caller cancels after shutdown_timeout.

@@ -177,7 +177,7 @@ func TestFlowControlIsSplitAcrossStreams(t *testing.T) {
 	if got := s.settings.MaxOutstandingBytes * s.settings.NumGoroutines; got != 64<<20 {
 		t.Errorf("bytes across streams = %d, want 64 MiB", got)
 	}
-	if !s.settings.EnablePerStreamFlowControl || s.settings.MaxDurationPerAckExtension != leaseExtension {
+	if !s.settings.EnablePerStreamFlowControl || s.settings.MaxDurationPerAckExtension != LeaseExtension {
 		t.Errorf("settings %+v", s.settings)
 	}
 }
