@@ -257,8 +257,9 @@ func isContractAttribute(k string) bool {
 // fixedWatermark is a tracker whose watermark does not move.
 type fixedWatermark time.Time
 
-func (w fixedWatermark) Watermark() time.Time              { return time.Time(w) }
-func (fixedWatermark) Finished(*source.Message, time.Time) {}
+func (w fixedWatermark) Watermark() time.Time                 { return time.Time(w) }
+func (fixedWatermark) Finished(*source.Message, time.Time)    {}
+func (fixedWatermark) WatchInFlight(func() (time.Time, bool)) {}
 
 // TestLateDataIsDeadLetteredWithReasonLate wires a pipeline by hand, as the
 // app does, with a fixed watermark (the app has no tracker to inject), and

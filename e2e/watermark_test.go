@@ -221,19 +221,36 @@ func TestWatermarkNeverPassesAnUnfinishedEventAndReachesMaxEventMinusBand(t *tes
 	waitPipeline(t, p, "the backlog is committed", 2*time.Minute, func(st pipeline.Status) bool { return st.Committed >= backlog })
 	drained := time.Since(start)
 
-	// A live stream: 25 messages every 100ms, for 3s of warm-up, 3s caught
-	// up, 5s with the sink stalled, and 6s more while the backlog drains.
+	// A live stream: 25 messages every 100ms, for at least 3s of warm-up
+	// and until the watermark is known (the startup guard holds it for
+	// lease + transit + idle, 18s, after the start), 3s caught up, 5s with
+	// the sink stalled, and 6s more while the backlog drains.
 	setPhase("warm-up")
 	var maxEvent time.Time
-	const ticks = 170
+	warm := 0
+	for ; warm < 30 || p.Status().Watermark == nil; warm++ {
+		if warm == 600 {
+			t.Fatal("the watermark is still unknown after a minute of live traffic")
+		}
+		keys, events := make([]string, 25), make([]time.Time, 25)
+		for i := range keys {
+			keys[i], events[i] = fmt.Sprintf("w%03d-%02d", warm, i), jitter()
+			if events[i].After(maxEvent) {
+				maxEvent = events[i]
+			}
+		}
+		e.publishEvents(pub, w, keys, events)
+		time.Sleep(100 * time.Millisecond)
+	}
+	const ticks = 140
 	for tick := range ticks {
 		switch tick {
-		case 30:
+		case 0:
 			setPhase("stream")
-		case 60:
+		case 30:
 			setPhase("stalled")
 			stall.Store(true)
-		case 110:
+		case 80:
 			setPhase("draining")
 			stall.Store(false)
 		}
@@ -248,7 +265,7 @@ func TestWatermarkNeverPassesAnUnfinishedEventAndReachesMaxEventMinusBand(t *tes
 		time.Sleep(100 * time.Millisecond)
 	}
 	setPhase("last rows")
-	waitPipeline(t, p, "the stream is committed", time.Minute, func(st pipeline.Status) bool { return st.Committed >= backlog+ticks*25 })
+	waitPipeline(t, p, "the stream is committed", time.Minute, func(st pipeline.Status) bool { return st.Committed >= int64(backlog+(warm+ticks)*25) })
 
 	// Silence: the watermark reaches the last event time minus the band.
 	setPhase("idle")

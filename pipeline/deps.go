@@ -36,6 +36,11 @@ type Tracker interface {
 	// Finished tells the tracker that a message left the pipeline
 	// (committed, duplicate, dead-lettered or dropped).
 	Finished(m *source.Message, eventTime time.Time)
+	// WatchInFlight hands the tracker a way to read the oldest publish time
+	// (to the second) among the messages the pipeline is processing, false
+	// when it holds none. The tracker reads it at its own pace, not per
+	// message. New calls it once, before any message is handled.
+	WatchInFlight(oldest func() (time.Time, bool))
 }
 
 // DeadLetter sends copies of messages that can never be written (package

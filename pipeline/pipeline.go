@@ -65,6 +65,9 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 	if p.retry == (retry.Policy{}) {
 		p.retry = retry.Default
 	}
+	if deps.Tracker != nil {
+		deps.Tracker.WatchInFlight(p.inFlight.oldest)
+	}
 	for _, r := range deadletter.Reasons {
 		deps.Metrics.DeadLettered(string(r)) // export every reason at 0, so that rate() works from the start
 	}

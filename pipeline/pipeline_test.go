@@ -107,9 +107,13 @@ type fakeTracker struct {
 	wm       time.Time
 	mu       sync.Mutex
 	finished []string
+	oldest   func() (time.Time, bool)
 }
 
 func (t *fakeTracker) Watermark() time.Time { return t.wm }
+
+func (t *fakeTracker) WatchInFlight(oldest func() (time.Time, bool)) { t.oldest = oldest }
+
 func (t *fakeTracker) Finished(m *source.Message, _ time.Time) {
 	t.mu.Lock()
 	t.finished = append(t.finished, m.ID)
@@ -380,6 +384,31 @@ func TestStatusAgreesWithMetrics(t *testing.T) {
 	}
 	if st.OldestInFlight != nil {
 		t.Fatalf("nothing is in flight, status says %v", st.OldestInFlight)
+	}
+}
+
+func TestTrackerReadsTheOldestPublishTimeInFlight(t *testing.T) {
+	tracker := &fakeTracker{}
+	m := order("o1", "c9", `{"amount": 1}`)
+	var during time.Time
+	var held bool
+	sink := &fakeSink{fail: func(int, *sinks.Row) error {
+		during, held = tracker.oldest()
+		return nil
+	}}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: sink, Tracker: tracker})
+	if tracker.oldest == nil {
+		t.Fatal("New did not hand the tracker the in-flight bookkeeping")
+	}
+	if _, ok := tracker.oldest(); ok {
+		t.Fatal("in flight before any message")
+	}
+	p.Handle(context.Background(), m)
+	if !held || !during.Equal(m.PublishTime.Truncate(time.Second)) {
+		t.Errorf("while writing: oldest %v, %v; want the publish second %v", during, held, m.PublishTime.Truncate(time.Second))
+	}
+	if _, ok := tracker.oldest(); ok {
+		t.Error("in flight after the message finished")
 	}
 }
 

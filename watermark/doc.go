@@ -7,9 +7,10 @@
 // Pub/Sub client (package source does) nor the state table's layout
 // (internal/state).
 //
-// The entry points are NewEventTime, and NewTracker, then Tracker.Run in the
-// background, Tracker.Finished for every message the pipeline finishes, and
-// Tracker.Close after the pipeline stopped.
+// The entry points are NewEventTime, and NewTracker, then
+// Tracker.WatchInFlight with the pipeline's in-flight bookkeeping,
+// Tracker.Run in the background, Tracker.Finished for every message the
+// pipeline finishes, and Tracker.Close after the pipeline stopped.
 //
 // # Algorithm
 //
@@ -39,9 +40,10 @@
 //     subscription delivers, Tc = now - max(transit, the largest age,
 //     receive time minus publish time, of the messages delivered in the
 //     last idle period): a backlog shows as old deliveries. When it has
-//     delivered nothing for an idle period (2s) and answered a probe since
-//     (its metadata is read once a second while it is silent), Tc = probe
-//     time - transit: the topic is idle. Otherwise Tc holds. Tc is then
+//     delivered nothing for an idle period (2s) while its streams were up
+//     and not held (see "Stream breaks"), and answered a probe since (its
+//     metadata is read once a second while it is silent), Tc = the probe's
+//     time minus transit: the topic is idle. Otherwise Tc holds. Tc is then
 //     capped at the oldest publish second holding an early message
 //     published after tracking began: the pipeline finished it and the
 //     tracker has not received it yet, so the tracker is behind at least
@@ -55,7 +57,8 @@
 //     the contract says (so a straggler that arrives within reach holds the
 //     watermark for one band, even once finished).
 //   - the watermark = max(previous watermark, stored watermark, W): it never
-//     goes backwards, also across restarts.
+//     goes backwards, also across restarts. While the startup guard is on
+//     (see "Restart"), W is not computed: the watermark stays where it was.
 //
 // Then the buckets published before min(Tc, now - band) that hold no
 // pending message are retired (their tables are recycled), and that second
@@ -83,20 +86,83 @@
 // The stored watermark is read at start (Check, or Run) and the watermark is
 // never below it. The histogram starts empty, which hides the messages that
 // the previous process's tracker acked but its pipeline never finished: they
-// are still in the main subscription. Until the pipeline has caught up with
-// the moment tracking began, a startup guard also bounds the watermark by
-// Tm - band, where Tm is the pipeline's frontier, estimated as Tc is from
-// the ages of the messages it finishes (or now - transit once it has held
-// nothing in flight and finished nothing for an idle period). Once Tm passes
-// the start, every message of the previous run has been through the
-// pipeline and the guard is dropped for good. The same guard covers a
-// tracking subscription created after messages were already waiting in the
-// main one.
+// are still in the main subscription, and nothing tells the new tracker
+// their event times. The messages the previous process held when it died
+// come back only when their lease expires (source.LeaseExtension, 15s after
+// it died at the latest); those it never received come whenever the main
+// subscription delivers them, in no promised order (the emulator, after a
+// large backlog, is out of publish order by far more than the band). So no
+// frontier estimated from the ages of what the pipeline finishes is safe,
+// and the startup guard does not estimate one: while it is on, the
+// watermark does not move at all (it stays at the stored value, or unknown
+// with none stored, so that nothing is judged late). The guard drops, for
+// good, at the first tick at which both hold:
+//
+//   - lease + transit + idle (18s by default) have passed since tracking
+//     began: every message the dead process held has had its lease expire
+//     and the transit to arrive, and one idle period to show;
+//   - for an idle period (2s), the pipeline has held no message published
+//     before the start and finished none. The pipeline reports the oldest
+//     publish time it holds (Tracker.WatchInFlight, read once a tick; the
+//     per-message path is unchanged) and the finishes carry their publish
+//     times. "Before the start" means before start + transit (a service
+//     clock behind the host's), to the second for what is in flight.
+//
+// The price: after a restart the watermark holds for at least 18s, and
+// with a backlog on the main subscription until the pipeline has worked
+// through everything published before the start, plus 2s. Measured in the
+// chaos campaign: 18.0-18.3s after a restart without a backlog. A
+// pipeline that never finishes an old message (a transient sink error
+// retried for ever, a poison message nacked without a dead-letter output)
+// keeps the guard on, as a pending message holds the watermark: the
+// tracker warns once a minute after 5 minutes.
+// Stats.PreStartFinishedAfterGuard counts the ticks at which an old message was
+// finished after the guard dropped: usually a redelivery of a finished
+// message (a lost ack); if one of them was judged late, the guard dropped
+// too early.
+//
+// The same guard covers a tracking subscription created after messages were
+// already waiting in the main one, and a restart after the tracking
+// subscription's retention expired.
 //
 // Right after start, a subscription must stay silent for five idle periods
 // (10s), not one, to count as drained: opening the streams and receiving a
-// first backlog can take seconds. So the watermark of a restarted pipeline
-// on an idle topic stays at the stored value for about ten seconds.
+// first backlog can take seconds.
+//
+// # Stream breaks
+//
+// A StreamingPull stream can break without the process dying: a reset
+// connection, a server closing the stream, a network fault. The client
+// library reopens it without a word, but what the server had already sent
+// on the dead stream and the client never handed to the handler stays
+// leased to the dead stream until the lease expires (up to 15s), while the
+// new stream delivers newer messages at once. The tracker's frontier, taken
+// from the ages of fresh deliveries or from silence, would pass those
+// stranded messages, and the main subscription's copies, stranded the same
+// way, would come back behind the watermark. A probe that the subscription
+// exists (the metadata read) proves nothing here, and neither would a
+// synchronous Pull, which cannot see messages leased to a dead stream.
+//
+// So the tracker is told of breaks: source.StreamWatch, installed on the
+// Pub/Sub client (internal/app does it for the client it creates), counts
+// the open StreamingPull streams of each subscription and notes when one
+// ended while the client still wanted it (Config.Streams). After a break of
+// the tracking subscription's streams at B:
+//
+//   - until B + lease + transit (16s by default), Tc does not pass
+//     min(Tc at the time the break was noticed, B - transit): whatever was
+//     in flight at B has had its lease run out and the transit to arrive
+//     again before the frontier moves past it. A second break within the
+//     hold extends it and keeps the lower cap;
+//   - silence counts as an idle topic only from the end of the hold, and
+//     only while at least one stream is open: while none is, messages wait
+//     in the subscription and a subscription that answers probes is not an
+//     empty one.
+//
+// The price: after each break the watermark stops advancing for 16s, then
+// catches up (it never goes back). Real Pub/Sub also ends streams on its
+// own now and then; each such end costs a pause. Breaks of the main subscription alone cost nothing: the tracker
+// has already seen its messages, which stay pending until finished.
 //
 // # Assumptions
 //
@@ -114,10 +180,17 @@
 //     message further behind may be judged late on arrival: the watermark
 //     does not go back for it.
 //   - A caught-up subscription delivers within transit (1s), and
-//     deliveries of a backlog come roughly oldest first, so that the ages
-//     of recent deliveries reflect the backlog. Pub/Sub does not promise
-//     order; a message delivered much later than its peers, after the
-//     frontier passed it, is ignored by the tracker if its bucket retired.
+//     deliveries of a backlog on the tracking subscription come roughly
+//     oldest first, so that the ages of recent deliveries reflect the
+//     backlog. Pub/Sub does not promise order; a message delivered much
+//     later than its peers, after the frontier passed it, is ignored by the
+//     tracker if its bucket retired. (The startup guard assumes no order of
+//     the main subscription, only that it keeps delivering old messages
+//     while it has some: a pause of an idle period with none in flight
+//     ends the guard.)
+//   - A message leased to a process or a stream that died is redelivered
+//     within a lease (source.LeaseExtension, 15s) plus transit: pubsink
+//     never asks for a longer lease at a time.
 //   - Clocks: publish times are the service's, the tracker's clock is the
 //     host's. Skew adds to transit; NTP-synchronised hosts (Cloud Run, GKE)
 //     are well within it.
@@ -130,12 +203,17 @@
 //     message's event time for ever. The tracker logs a warning once a
 //     minute when the oldest unfinished message is more than 5 minutes old;
 //     Stats reports it.
-//   - The tracking subscription stops delivering while its metadata still
-//     answers (a stuck stream): if the pipeline keeps finishing messages,
-//     the early messages cap Tc and the watermark holds; if the pipeline
-//     receives nothing either, the topic looks idle and the watermark
-//     advances, and messages published meanwhile may be late when they
-//     arrive. If the service does not answer, the watermark holds.
+//   - The tracking subscription stops delivering while its streams look
+//     open and its metadata still answers (a stuck stream that neither
+//     ends nor errs): if the pipeline keeps finishing messages, the early
+//     messages cap Tc and the watermark holds; if the pipeline receives
+//     nothing either, the topic looks idle and the watermark advances, and
+//     messages published meanwhile may be late when they arrive. If the
+//     service does not answer, the watermark holds.
+//   - Without Config.Streams (a Pub/Sub client given to internal/app
+//     instead of created by it, as in tests) breaks go unnoticed, and
+//     messages stranded on a broken stream may be judged late when they
+//     come back.
 //   - The state table cannot be read at start: the watermark stays unknown
 //     (nothing is judged late) while Run retries; a missing table makes Run
 //     fail. A failed write is retried at the next period; a write cannot
@@ -149,9 +227,10 @@
 //   - Watermark never goes backwards, and never below the stored value once
 //     that was read; it is the zero time until known.
 //   - Under the assumptions, it never passes the event time of a message
-//     the pipeline has not finished; without them, it never passes the event
-//     time of a message the tracker received and the pipeline has not
-//     finished, unless its bucket had retired first.
+//     the pipeline has not finished, also across restarts and stream breaks;
+//     without them, it never passes the event time of a message the tracker
+//     received and the pipeline has not finished, unless its bucket had
+//     retired first.
 //   - It advances when the backlog drains, also on an idle topic.
 //   - The stored value (row watermark#PIPELINE, column m:watermark, RFC 3339
 //     UTC with milliseconds, truncated) never moves backwards: the cell's

@@ -10,6 +10,7 @@ type params struct {
 	band    int64 // estimation_band, ns
 	transit int64 // assumed delivery latency of a caught-up subscription, ns
 	idle    int64 // quiet time that shows a subscription is drained, ns
+	lease   int64 // longest lease of a message held by a dead process or stream, ns
 }
 
 // estimator is the algorithm of doc.go without I/O: the histogram, fed by
@@ -23,40 +24,62 @@ type estimator struct {
 	mu    sync.Mutex
 	start int64 // when tracking began (unix ns)
 	wm    int64 // the watermark; never before it is known
-	// Frontiers: the estimated publish time before which every message has
-	// been delivered to the tracker (tc) and finished or held by the
-	// pipeline (tm). Both only move forward.
-	tc, tm int64
-	// guard: the startup guard is on (see doc.go, "Restart").
-	guard bool
+	// tc is the tracker's frontier: the estimated publish time before
+	// which every message has been delivered to the tracker. It only
+	// moves forward.
+	tc int64
+	// guard: the startup guard is on (see doc.go, "Restart"). lastPre is
+	// the last tick at which the pipeline held or finished a message
+	// published before the start.
+	guard   bool
+	lastPre int64
+	// preAfter counts the ticks, after the guard dropped, at which the
+	// pipeline finished a message published before the start: a redelivery
+	// of a finished message (harmless), or the guard dropped too early.
+	preAfter int64
+	// The hold after a break of the tracking subscription's streams (see
+	// doc.go, "Stream breaks"): until holdUntil, tc does not pass holdCap.
+	// broke is the last break taken into account; quietFrom the last tick
+	// at which silence was no evidence (holding, or no stream open).
+	broke, holdUntil, holdCap, quietFrom int64
+	holds                                int64 // breaks seen
 	// window is the evidence of the ticks within the last idle period.
 	window []tick
-	// lastSeen and lastFin are the times of the last tick that had a
-	// tracker delivery, and a pipeline finish; start before any.
-	lastSeen, lastFin int64
-	last              scan // the latest sweep, for Stats
+	// lastSeen is the time of the last tick that had a tracker delivery;
+	// start before any.
+	lastSeen int64
+	lastTick int64
+	last     scan // the latest sweep, for Stats
 }
 
 type tick struct {
-	at        int64
-	seen, fin evidence
+	at   int64
+	seen evidence
 }
 
 // inputs are what the tracker learns outside the histogram at a tick.
 type inputs struct {
-	// mainInFlight is the number of messages the pipeline is processing.
-	mainInFlight int64
+	// oldestInFlight is the publish time (to the second, unix ns) of the
+	// oldest message the pipeline is processing; noEvent when it holds
+	// none, never while the pipeline has not said.
+	oldestInFlight int64
 	// probed is the last time the tracking subscription answered a probe
 	// (unix ns), or never.
 	probed int64
+	// broke is the last time a stream of the tracking subscription broke
+	// (unix ns), never if none did or nobody watches them; down is true
+	// while the tracking subscription is known to have no stream open.
+	broke int64
+	down  bool
 }
 
 func newEstimator(p params, start time.Time) *estimator {
 	s := start.UnixNano()
 	return &estimator{
 		p: p, hist: newHistogram(),
-		start: s, wm: never, tc: never, tm: never, guard: true,
-		lastSeen: s, lastFin: s,
+		start: s, wm: never, tc: never, guard: true, lastPre: s,
+		holdUntil: never, holdCap: never, quietFrom: never,
+		lastSeen: s,
 	}
 }
 
@@ -66,7 +89,7 @@ func (e *estimator) begin(now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := now.UnixNano()
-	e.start, e.lastSeen, e.lastFin = n, n, n
+	e.start, e.lastSeen, e.lastPre = n, n, n
 }
 
 // silentFor is how long the tracking subscription has delivered nothing,
@@ -106,6 +129,17 @@ func (e *estimator) watermark() int64 {
 	return e.wm
 }
 
+// preStart is the publish time before which a message counts as published
+// before the start: the start plus the transit allowance, which covers a
+// service clock behind the host's.
+func (e *estimator) preStart() int64 { return e.start + e.p.transit }
+
+// guardMin is the shortest time the startup guard stays on: the messages a
+// dead process held come back when their lease expires (at most a lease
+// after it died, so before the start plus a lease), are delivered within
+// transit, and the pipeline is given an idle period to show them.
+func (e *estimator) guardMin() int64 { return e.start + e.p.lease + e.p.transit + e.p.idle }
+
 // tick computes the watermark at now and returns it (unix ns, or never while
 // unknown). It also retires the buckets the watermark no longer needs.
 func (e *estimator) tick(now time.Time, in inputs) int64 {
@@ -113,60 +147,94 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 	defer e.mu.Unlock()
 	t := now.UnixNano()
 	p := e.p
+	e.lastTick = t
 
 	// 1. Evidence since the last tick, kept for one idle period.
 	seen, fin, earlySec := e.hist.drain(floorDiv(max(e.start, t-maxEarlyAge), 1e9))
-	e.window = append(e.window, tick{at: t, seen: seen, fin: fin})
+	e.window = append(e.window, tick{at: t, seen: seen})
 	drop := 0
 	for drop < len(e.window) && e.window[drop].at <= t-p.idle {
 		drop++
 	}
 	e.window = append(e.window[:0], e.window[drop:]...)
-	var seenLag, finLag int64 = never, never
+	var seenLag int64 = never
 	for _, w := range e.window {
 		if w.seen.n > 0 {
 			seenLag = max(seenLag, w.at-w.seen.minPub)
 			e.lastSeen = max(e.lastSeen, w.at)
 		}
-		if w.fin.n > 0 {
-			finLag = max(finLag, w.at-w.fin.minPub)
-			e.lastFin = max(e.lastFin, w.at)
-		}
 	}
 
-	// 2. The tracker's frontier: from the age of what it receives, or, when
-	// it has received nothing for an idle period and the subscription
-	// answered a probe since, from the time of that probe.
+	// 2. A break of the tracking subscription's streams: what the server
+	// had sent on the dead stream and the tracker never received stays
+	// leased to it for up to a lease, while the new stream delivers newer
+	// messages. Until that lease has run out (and the messages had the
+	// transit to arrive), the frontier stays where it was before the
+	// break, and silence is no evidence of an idle topic.
+	if in.broke > e.broke { // e.broke starts at 0: never and the zero value are no break
+		e.broke = in.broke
+		e.holds++
+		c := min(e.tc, in.broke-p.transit) // never stays never
+		if t < e.holdUntil {
+			c = min(c, e.holdCap)
+		}
+		e.holdCap = c
+		e.holdUntil = max(e.holdUntil, in.broke+p.lease+p.transit)
+	}
+	holding := t < e.holdUntil
+	if holding || in.down {
+		e.quietFrom = t
+	}
+
+	// 3. The tracker's frontier: from the age of what it receives, or, when
+	// its streams are up and it has received nothing for an idle period
+	// and the subscription answered a probe since, from the time of that
+	// probe.
+	quietSince := max(e.lastSeen, e.quietFrom)
+	next := int64(never)
 	switch {
 	case seenLag != never:
-		e.tc = max(e.tc, t-max(p.transit, seenLag))
-	case t-e.lastSeen >= e.quiet(e.lastSeen) && in.probed >= e.lastSeen:
-		e.tc = max(e.tc, min(t, in.probed)-p.transit)
+		next = t - max(p.transit, seenLag)
+	case t-quietSince >= e.quiet(e.lastSeen) && in.probed >= quietSince:
+		next = min(t, in.probed) - p.transit
 	}
+	if holding {
+		next = min(next, e.holdCap)
+	}
+	e.tc = max(e.tc, next)
 	tc := e.tc
+	if holding {
+		tc = min(tc, e.holdCap)
+	}
 	if earlySec != noEvent && tc != never {
 		// The pipeline finished a message published then that the tracker
 		// has not received yet: the tracker is behind at least that far.
 		tc = min(tc, earlySec*1e9)
 	}
 
-	// 3. The pipeline's frontier, only until it has caught up with the
-	// start (the startup guard): the messages of the previous run that the
-	// tracker acked but the pipeline never finished are unknown to this
-	// histogram.
-	if e.guard {
-		switch {
-		case finLag != never:
-			e.tm = max(e.tm, t-max(p.transit, finLag))
-		case t-e.lastFin >= e.quiet(e.lastFin) && in.mainInFlight == 0:
-			e.tm = max(e.tm, t-p.transit)
+	// 4. The startup guard: the messages of the previous run that its
+	// tracker acked and its pipeline never finished are unknown to this
+	// histogram. It stays on for at least guardMin, and until the pipeline
+	// has held and finished nothing published before the start for an
+	// idle period.
+	pre := e.preStart()
+	if fin.n > 0 && fin.minPub < pre {
+		if e.guard {
+			e.lastPre = t
+		} else {
+			e.preAfter++
 		}
-		if e.tm >= e.start {
+	}
+	if e.guard {
+		if in.oldestInFlight < pre { // never (not told) counts as held
+			e.lastPre = t
+		}
+		if t >= e.guardMin() && t-e.lastPre >= p.idle {
 			e.guard = false
 		}
 	}
 
-	// 4. Retire what no longer matters, and bound the watermark.
+	// 5. Retire what no longer matters, and bound the watermark.
 	bandStart := t - p.band
 	horizon := bandStart
 	if tc != never {
@@ -181,18 +249,8 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 	sc := e.hist.sweep(horizonSec, floorDiv(bandStart, 1e9))
 	e.last = sc
 
-	c := int64(never)
-	if tc != never {
-		c = tc - p.band
-		if e.guard {
-			c = never
-			if e.tm != never {
-				c = min(tc, e.tm) - p.band
-			}
-		}
-	}
-	if c != never {
-		c = min(c, sc.minPending, sc.minBand)
+	if tc != never && !e.guard {
+		c := min(tc-p.band, sc.minPending, sc.minBand)
 		if c > e.wm {
 			e.wm = c
 		}
@@ -236,9 +294,19 @@ type Stats struct {
 	// TrackerFrontier is the publish time before which the tracker is
 	// estimated to have received every message (zero while unknown).
 	TrackerFrontier time.Time
-	// StartupGuard is true until the pipeline has caught up with the
-	// moment tracking began.
+	// StartupGuard is true until the pipeline has finished every message
+	// published before tracking began (see doc.go, "Restart").
 	StartupGuard bool
+	// PreStartFinishedAfterGuard counts the ticks at which the pipeline
+	// finished a message published before the start after the guard had
+	// dropped: redeliveries of finished messages, or a guard dropped too
+	// early if any of them was judged late.
+	PreStartFinishedAfterGuard int64
+	// StreamBreaks counts the breaks of the tracking subscription's streams
+	// the tracker held the frontier for; HeldUntil is when the current
+	// hold ends (zero if none).
+	StreamBreaks int64
+	HeldUntil    time.Time
 	// Duplicate and ignored arrivals, since the start.
 	DuplicateSeen, DuplicateFinished, IgnoredSeen, IgnoredFinished int64
 }
@@ -248,17 +316,22 @@ func (e *estimator) stats() Stats {
 	defer e.mu.Unlock()
 	s := Stats{
 		Pending: e.last.pending, Buckets: e.last.buckets, Bytes: e.last.bytes,
-		StartupGuard:      e.guard,
-		DuplicateSeen:     e.last.stats.dupSeen,
-		DuplicateFinished: e.last.stats.dupFinished,
-		IgnoredSeen:       e.last.stats.lateSeen,
-		IgnoredFinished:   e.last.stats.lateFinished,
+		StartupGuard:               e.guard,
+		StreamBreaks:               e.holds,
+		PreStartFinishedAfterGuard: e.preAfter,
+		DuplicateSeen:              e.last.stats.dupSeen,
+		DuplicateFinished:          e.last.stats.dupFinished,
+		IgnoredSeen:                e.last.stats.lateSeen,
+		IgnoredFinished:            e.last.stats.lateFinished,
 	}
 	if e.last.oldestSec != noEvent && e.last.pending > 0 {
 		s.OldestPending = time.Unix(e.last.oldestSec, 0).UTC()
 	}
 	if e.tc != never {
 		s.TrackerFrontier = time.Unix(0, e.tc).UTC()
+	}
+	if e.holdUntil != never && e.holdUntil > e.lastTick {
+		s.HeldUntil = time.Unix(0, e.holdUntil).UTC()
 	}
 	return s
 }

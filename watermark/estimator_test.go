@@ -24,7 +24,7 @@ import (
 
 var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
-var testParams = params{band: int64(10 * time.Second), transit: int64(time.Second), idle: int64(2 * time.Second)}
+var testParams = params{band: int64(10 * time.Second), transit: int64(time.Second), idle: int64(2 * time.Second), lease: int64(15 * time.Second)}
 
 type simMsg struct {
 	id              string
@@ -50,6 +50,10 @@ type sim struct {
 	finished map[*simMsg]bool
 	probeOK  bool
 	probed   int64
+	// broke and down are what the watch of the tracking subscription's
+	// streams reports: the last break (never: none), and no stream open.
+	broke    int64
+	down     bool
 	wm       int64
 	lastTick time.Time
 	// lag samples: now - watermark at each tick, after warm-up
@@ -59,7 +63,7 @@ type sim struct {
 func newSim(t *testing.T, start time.Time) *sim {
 	return &sim{
 		t: t, e: newEstimator(testParams, start), now: start,
-		finished: map[*simMsg]bool{}, probeOK: true, probed: never, wm: never, lastTick: start,
+		finished: map[*simMsg]bool{}, probeOK: true, probed: never, broke: never, wm: never, lastTick: start,
 	}
 }
 
@@ -96,15 +100,17 @@ func (s *sim) stream(name string, from, to time.Time, perSecond int, ev func(pub
 	return out
 }
 
-func (s *sim) inFlight() int64 {
-	var n int64
+// oldestInFlight is the oldest publish second among the messages the
+// pipeline holds, as the pipeline reports it: it receives a message 50ms
+// before it finishes it.
+func (s *sim) oldestInFlight() int64 {
+	oldest := int64(noEvent)
 	for _, m := range s.msgs {
-		// The pipeline receives a message 50ms before it finishes it.
 		if !m.finAt.IsZero() && !m.finAt.After(s.now.Add(50*time.Millisecond)) && !s.finished[m] {
-			n++
+			oldest = min(oldest, m.pub.Unix()*1e9)
 		}
 	}
-	return n
+	return oldest
 }
 
 // run advances the clock to until, delivering events and ticking.
@@ -135,7 +141,7 @@ func (s *sim) tick() {
 	if s.probeOK && s.e.silentFor(s.now) >= time.Duration(testParams.transit) {
 		s.probed = s.now.UnixNano()
 	}
-	wm := s.e.tick(s.now, inputs{mainInFlight: s.inFlight(), probed: s.probed})
+	wm := s.e.tick(s.now, inputs{oldestInFlight: s.oldestInFlight(), probed: s.probed, broke: s.broke, down: s.down})
 	if wm < s.wm {
 		s.t.Fatalf("at %v the watermark went back from %v to %v", s.now.Sub(t0), ts(s.wm), ts(wm))
 	}
@@ -492,7 +498,7 @@ func TestHistogramMemoryIsBoundedWhenCaughtUp(t *testing.T) {
 		e.finished(id, p, p)
 		if p.Sub(now) >= 200*time.Millisecond {
 			now = p
-			e.tick(now, inputs{probed: now.UnixNano()})
+			e.tick(now, inputs{oldestInFlight: noEvent, probed: now.UnixNano(), broke: never})
 		}
 	}
 	st := e.stats()
@@ -501,4 +507,157 @@ func TestHistogramMemoryIsBoundedWhenCaughtUp(t *testing.T) {
 		t.Errorf("%d buckets, want at most %d", st.Buckets, nShards*13)
 	}
 	t.Logf("caught up at 2,000 msg/s: %d buckets, %d KiB", st.Buckets, st.Bytes>>10)
+}
+
+func TestRestartWaitsForTheMessagesOfTheDeadProcessToComeBack(t *testing.T) {
+	s := newSim(t, t0)
+	// The previous process was killed at t0: its tracker had acked the
+	// messages of the last 10s, so this tracker never sees them, and its
+	// pipeline held them, so they come back only when their lease expires,
+	// 15s later. Meanwhile fresh messages flow and finish at once.
+	old := s.stream("old", t0.Add(-10*time.Second), t0, 50, atPublish, never_, func(p time.Time) time.Duration {
+		return t0.Add(15 * time.Second).Add(p.Sub(t0) / 20).Sub(p) // 14.5s to 15s after the start
+	})
+	s.stream("new", t0, t0.Add(40*time.Second), 50, atPublish, constant(20*time.Millisecond), constant(100*time.Millisecond))
+	s.run(t0.Add(15 * time.Second))
+	if !s.e.stats().StartupGuard {
+		t.Fatal("startup guard off before the dead process's leases expired")
+	}
+	// The guard drops an idle period after the last of them finished and
+	// no sooner than lease + transit + idle (18s) after the start.
+	s.run(t0.Add(17900 * time.Millisecond))
+	if !s.e.stats().StartupGuard || s.wm != never {
+		t.Fatalf("at 17.9s: guard %v, watermark %v; want on and unknown", s.e.stats().StartupGuard, s.watermark())
+	}
+	s.run(t0.Add(18500 * time.Millisecond))
+	if s.e.stats().StartupGuard {
+		t.Fatal("startup guard still on at 18.5s")
+	}
+	s.run(t0.Add(40 * time.Second))
+	if want := maxEvent(old).Add(20 * time.Second); s.watermark().Before(want) {
+		t.Errorf("watermark %v once caught up, want past %v", s.watermark().Sub(t0), want.Sub(t0))
+	}
+}
+
+func TestRestartWithABacklogRedeliveredOutOfOrder(t *testing.T) {
+	s := newSim(t, t0)
+	// Two minutes of messages waited while pubsink was down; this tracker
+	// never sees them (the previous one acked them). The pipeline drains
+	// them at four times their rate, oldest first, except for the five
+	// seconds published from -90s to -85s, which come last: out of order by
+	// far more than the band. Fresh messages flow and finish at once.
+	const rate = 50
+	var late []*simMsg
+	for i, p := 0, t0.Add(-120*time.Second); p.Before(t0); i, p = i+1, p.Add(time.Second/rate) {
+		m := &simMsg{id: fmt.Sprint("old-", i), pub: p, ev: p}
+		chunk := !p.Before(t0.Add(-90*time.Second)) && p.Before(t0.Add(-85*time.Second))
+		if chunk {
+			late = append(late, m)
+		} else {
+			m.finAt = t0.Add(p.Sub(t0.Add(-120*time.Second)) / 4)
+		}
+		s.add(m)
+	}
+	for i, m := range late { // after the rest, at the same pace
+		m.finAt = t0.Add(115*time.Second/4 + time.Duration(i)*time.Second/(4*rate))
+		s.add(m)
+	}
+	s.stream("new", t0, t0.Add(60*time.Second), rate, atPublish, constant(20*time.Millisecond), constant(100*time.Millisecond))
+	s.run(t0.Add(30 * time.Second))
+	if !s.e.stats().StartupGuard {
+		t.Fatal("startup guard off while messages published before the start are still coming")
+	}
+	s.run(t0.Add(60 * time.Second))
+	if s.e.stats().StartupGuard {
+		t.Fatal("startup guard never released")
+	}
+	if want := t0.Add(45 * time.Second); s.watermark().Before(want) {
+		t.Errorf("watermark %v once caught up, want past %v", s.watermark().Sub(t0), want.Sub(t0))
+	}
+}
+
+func TestTrackingStreamBreakHoldsTheFrontierUntilItsLeasesExpire(t *testing.T) {
+	s := newSim(t, t0)
+	// Live traffic. At 30s every stream breaks (a reset connection): the
+	// messages of the last half second were on their way to the tracker
+	// and to the pipeline on the dead streams, and come back only when
+	// their leases expire, 15s later; the new streams deliver the newer
+	// messages at once.
+	b := t0.Add(30 * time.Second)
+	stranded := func(p time.Time) bool { return !p.Before(b.Add(-500*time.Millisecond)) && p.Before(b) }
+	s.stream("m", t0, t0.Add(60*time.Second), 50, atPublish,
+		func(p time.Time) time.Duration {
+			if stranded(p) {
+				return b.Add(15 * time.Second).Sub(p)
+			}
+			return 20 * time.Millisecond
+		},
+		func(p time.Time) time.Duration {
+			if stranded(p) {
+				return b.Add(15200 * time.Millisecond).Sub(p)
+			}
+			return 100 * time.Millisecond
+		})
+	s.run(b)
+	s.broke = b.UnixNano()
+	s.run(b.Add(15 * time.Second))
+	if got, want := s.watermark(), b.Add(-11*time.Second); got.After(want) {
+		t.Fatalf("watermark %v during the hold, want at most the break - transit - band = %v", got.Sub(t0), want.Sub(t0))
+	}
+	if st := s.e.stats(); st.StreamBreaks != 1 || st.HeldUntil.IsZero() {
+		t.Errorf("stats %+v, want one break and a hold", st)
+	}
+	s.run(t0.Add(70 * time.Second))
+	if want := t0.Add(55 * time.Second); s.watermark().Before(want) {
+		t.Errorf("watermark %v after the hold, want past %v", s.watermark().Sub(t0), want.Sub(t0))
+	}
+}
+
+func TestSilenceOfABrokenTrackingStreamIsNoEvidenceOfAnIdleTopic(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		downTo time.Duration // how long after the break no stream is open
+	}{
+		{"streams back at once, messages leased to the dead ones", 0},
+		{"no stream for longer than a lease, messages waiting", 25 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSim(t, t0)
+			// Traffic until 20s, then the streams of both subscriptions
+			// break and the topic falls silent, but for a few messages:
+			// those of the last 300ms before the break were leased to
+			// the dead streams (back 15s later), and, while no stream is
+			// open, one a second waits in both subscriptions. The tracking
+			// subscription answers its probes all along.
+			b := t0.Add(20 * time.Second)
+			back := b.Add(c.downTo)
+			// Leased messages come back once their lease expired and a
+			// stream is open.
+			redelivered := b.Add(max(15*time.Second, c.downTo))
+			s.stream("m", t0, b, 50, atPublish, func(p time.Time) time.Duration {
+				if p.After(b.Add(-300 * time.Millisecond)) {
+					return redelivered.Sub(p)
+				}
+				return 20 * time.Millisecond
+			}, func(p time.Time) time.Duration {
+				if p.After(b.Add(-300 * time.Millisecond)) {
+					return redelivered.Add(100 * time.Millisecond).Sub(p)
+				}
+				return 100 * time.Millisecond
+			})
+			if c.downTo > 0 {
+				s.stream("waiting", b.Add(500*time.Millisecond), back, 1, atPublish,
+					func(p time.Time) time.Duration { return back.Add(50 * time.Millisecond).Sub(p) },
+					func(p time.Time) time.Duration { return back.Add(100 * time.Millisecond).Sub(p) })
+			}
+			s.run(b)
+			s.broke, s.down = b.UnixNano(), true
+			s.run(back.Add(100 * time.Millisecond))
+			s.down = false
+			s.run(back.Add(40 * time.Second))
+			if want := back.Add(25 * time.Second); s.watermark().Before(want) {
+				t.Errorf("watermark %v once idle again, want past %v", s.watermark().Sub(t0), want.Sub(t0))
+			}
+		})
+	}
 }

@@ -48,9 +48,17 @@ type Config struct {
 	// how often the tracking subscription is probed while it is silent
 	// (default 1s).
 	StoreEvery time.Duration
-	// Metrics receives the watermark gauge; its InFlight gauge tells the
-	// tracker whether the pipeline holds messages. Required.
+	// Lease is how long a message can stay leased to a process or a
+	// stream that died: the startup guard and the hold after a stream
+	// break wait it out (default source.LeaseExtension).
+	Lease time.Duration
+	// Metrics receives the watermark gauge. Required.
 	Metrics *metrics.Pipeline
+	// Streams, if set, reports the state of the tracking subscription's
+	// streams (source.StreamWatch.State): a break holds the tracker's
+	// frontier for Lease + Transit. Without it breaks go unnoticed (see
+	// doc.go, "Failure modes").
+	Streams func() source.StreamState
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Store, if set, replaces the state table (tests).
@@ -85,11 +93,12 @@ type Tracker struct {
 	eventTime *EventTime
 	est       *estimator
 
-	published atomic.Int64 // the watermark (unix ns); never while unknown
-	probed    atomic.Int64 // last successful probe (unix ns)
-	loaded    atomic.Bool  // the stored value was read
-	saved     int64        // last value stored (unix ns); owned by the io loop and Close
-	saveMu    sync.Mutex   // serializes saves
+	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
+	published atomic.Int64                             // the watermark (unix ns); never while unknown
+	probed    atomic.Int64                             // last successful probe (unix ns)
+	loaded    atomic.Bool                              // the stored value was read
+	saved     int64                                    // last value stored (unix ns); owned by the io loop and Close
+	saveMu    sync.Mutex                               // serializes saves
 
 	closeOnce sync.Once
 	closeErr  error
@@ -114,6 +123,7 @@ func NewTracker(tracking *source.Source, state *bigtable.Client, log *zap.Logger
 	cfg.Transit = orDefault(cfg.Transit, DefaultTransit)
 	cfg.Idle = orDefault(cfg.Idle, DefaultIdle)
 	cfg.StoreEvery = orDefault(cfg.StoreEvery, DefaultStoreEvery)
+	cfg.Lease = orDefault(cfg.Lease, source.LeaseExtension)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -132,7 +142,7 @@ func NewTracker(tracking *source.Source, state *bigtable.Client, log *zap.Logger
 	if t.probe == nil && tracking != nil {
 		t.probe = func(ctx context.Context) error { _, err := tracking.Check(ctx); return err }
 	}
-	t.est = newEstimator(params{band: int64(cfg.Band), transit: int64(cfg.Transit), idle: int64(cfg.Idle)}, cfg.Now())
+	t.est = newEstimator(params{band: int64(cfg.Band), transit: int64(cfg.Transit), idle: int64(cfg.Idle), lease: int64(cfg.Lease)}, cfg.Now())
 	t.published.Store(never)
 	t.probed.Store(never)
 	return t, nil
@@ -163,6 +173,16 @@ func (t *Tracker) Watermark() time.Time {
 // concurrent use; a message finished twice (a redelivery) counts once.
 func (t *Tracker) Finished(m *source.Message, eventTime time.Time) {
 	t.est.finished(m.ID, m.PublishTime, eventTime)
+}
+
+// WatchInFlight gives the tracker the pipeline's oldest in-flight publish
+// time: oldest returns it (to the second), or false when the pipeline holds
+// nothing. The tracker calls it once a tick, never per message; until
+// WatchInFlight is called, the pipeline counts as holding messages
+// published before the start, so the startup guard stays on. Safe for
+// concurrent use.
+func (t *Tracker) WatchInFlight(oldest func() (time.Time, bool)) {
+	t.inFlight.Store(&oldest)
 }
 
 // receive is the handler of the tracking subscription: record and ack. A
@@ -264,9 +284,19 @@ func (t *Tracker) tickLoop(ctx context.Context) {
 
 // step computes and publishes the watermark.
 func (t *Tracker) step() {
-	in := inputs{
-		mainInFlight: int64(metrics.Value(t.cfg.Metrics.InFlight)),
-		probed:       t.probed.Load(),
+	in := inputs{oldestInFlight: never, probed: t.probed.Load(), broke: never}
+	if f := t.inFlight.Load(); f != nil {
+		in.oldestInFlight = noEvent
+		if oldest, ok := (*f)(); ok {
+			in.oldestInFlight = oldest.UnixNano()
+		}
+	}
+	if t.cfg.Streams != nil {
+		st := t.cfg.Streams()
+		in.down = st.Open == 0
+		if !st.Broke.IsZero() {
+			in.broke = st.Broke.UnixNano()
+		}
 	}
 	if wm := t.est.tick(t.cfg.Now(), in); wm != never {
 		t.publish(wm)
@@ -296,6 +326,7 @@ func (t *Tracker) ioLoop(ctx context.Context) {
 	tk := time.NewTicker(t.cfg.StoreEvery)
 	defer tk.Stop()
 	var warned time.Time
+	began, guard, breaks := t.cfg.Now(), true, int64(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -317,10 +348,26 @@ func (t *Tracker) ioLoop(ctx context.Context) {
 			t.log.Warn("cannot store the watermark; retrying", zap.Error(err))
 		}
 		cancel()
-		if st := t.est.stats(); !st.OldestPending.IsZero() && now.Sub(st.OldestPending) > heldWarning && now.Sub(warned) > time.Minute {
+		st := t.est.stats()
+		if guard && !st.StartupGuard {
+			guard = false
+			t.log.Info("startup guard off: the pipeline finished every message published before the start", zap.Time("watermark", t.Watermark()))
+		}
+		if st.StreamBreaks > breaks {
+			breaks = st.StreamBreaks
+			t.log.Info("a stream of the tracking subscription broke; the tracker's frontier holds until what it held has been redelivered",
+				zap.Time("until", st.HeldUntil))
+		}
+		switch {
+		case now.Sub(warned) <= time.Minute:
+		case !st.OldestPending.IsZero() && now.Sub(st.OldestPending) > heldWarning:
 			warned = now
 			t.log.Warn("the watermark is held by messages the tracker received and the pipeline has not finished",
 				zap.Int64("pending", st.Pending), zap.Time("oldest_publish_time", st.OldestPending), zap.Time("watermark", t.Watermark()))
+		case st.StartupGuard && now.Sub(began) > heldWarning:
+			warned = now
+			t.log.Warn("the startup guard holds the watermark: the pipeline still holds or keeps finishing messages published before the start",
+				zap.Duration("since_start", now.Sub(began)), zap.Time("watermark", t.Watermark()))
 		}
 	}
 }

@@ -52,6 +52,9 @@ type App struct {
 	metrics   *metrics.Metrics
 	pubsub    *pubsub.Client
 	ownPubSub bool
+	// streams watches the streaming pulls of a client the App created
+	// (nil for an injected one): the watermark holds after a break.
+	streams   *source.StreamWatch
 	bigtables map[string]*bigtable.Client // by instance
 	pipelines []*pipeline.Pipeline
 	server    *server.Server
@@ -68,7 +71,8 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 	}()
 	a.pubsub = opts.PubSub
 	if a.pubsub == nil {
-		if a.pubsub, err = pubsub.NewClient(ctx, cfg.Project); err != nil {
+		a.streams = source.NewStreamWatch()
+		if a.pubsub, err = pubsub.NewClient(ctx, cfg.Project, a.streams.ClientOption()); err != nil {
 			return nil, fmt.Errorf("pubsub client: %w", err)
 		}
 		a.ownPubSub = true

@@ -61,14 +61,19 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 	if err != nil {
 		return nil, err
 	}
-	tr, err := watermark.NewTracker(tracking, state, a.log, watermark.Config{
+	wcfg := watermark.Config{
 		Pipeline:           pc.Name,
 		StateTable:         a.cfg.State.Table,
 		TimestampAttribute: pc.Source.TimestampAttribute,
 		TimestampFormat:    pc.Source.TimestampFormat,
 		Band:               pc.Watermark.EstimationBand,
 		Metrics:            m,
-	})
+	}
+	if a.streams != nil {
+		name := tracking.Subscription()
+		wcfg.Streams = func() source.StreamState { return a.streams.State(name) }
+	}
+	tr, err := watermark.NewTracker(tracking, state, a.log, wcfg)
 	if err != nil {
 		return nil, err
 	}
