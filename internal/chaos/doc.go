@@ -27,8 +27,8 @@
 //	-binary PATH  a built pubsink to run (default: go build of this module into the run directory)
 //	-dry-run      print the workload's make-up and the fault schedule of the seed; run nothing
 //	-tolerate-late-after-fault
-//	              count on-time records dead-lettered as late after a restart or Pub/Sub reset as a
-//	              known bug instead of a violation (see "Known bug" below)
+//	              a diagnostic: count on-time records dead-lettered as late after a restart or
+//	              Pub/Sub reset in a row of their own instead of failing (see "Late after a fault")
 //
 // The same seed, -n, -duration, -faults, -max-stall and -short give the
 // same workload and the same fault schedule; what pubsink and the emulators
@@ -137,22 +137,24 @@
 //	every SIGTERM exits 0; no process exits on its own; every
 //	  restart becomes ready                                         exact
 //
-// # Known bug
+// # Late after a fault
 //
-// On-time records are judged late after a restart. The restarted tracker
-// never saw the messages the dead process's tracker acked on the tracking
-// subscription, and its startup guard, which is meant to cover them, drops
-// too early: (a) as soon as the pipeline finishes fresh messages, about 2.5s
-// after the start, while the messages the dead process held come back only
-// when their lease expires, up to 15s after it died; (b) when a large
-// backlog is redelivered out of publish order by more than the band, the
-// pipeline's frontier passes messages still waiting. The watermark then
-// passes their event times: with late_data: dead_letter they go to the
-// dead-letter topic instead of the table (drop would drop them; accept
-// writes them but counts them late, and the stored watermark had claimed
-// completeness it did not have). -tolerate-late-after-fault counts them
+// On-time records used to be judged late after a restart or a Pub/Sub
+// reset: the restarted tracker never saw the messages the dead process's
+// tracker had acked, and its startup guard dropped about 2.5s after the
+// start, while the messages the dead process held came back only when their
+// lease expired (up to 15s), or, after a large backlog, were redelivered out
+// of publish order by more than the band; a reset stranded messages on the
+// dead streams of both subscriptions the same way. The watermark passed
+// their event times and late_data: dead_letter sent them to the dead-letter
+// topic (seed 1796098390 with -short: 84 to 130 valid rows missing; seed
+// 4242: 733 records). The watermark now holds for a lease after a restart
+// and after a break of the tracking streams (package watermark, "Restart"
+// and "Stream breaks"), and CI runs strictly.
+//
+// -tolerate-late-after-fault stays as a diagnostic: it counts such records
 // (on time, published at most a minute before a restart or Pub/Sub reset,
 // dead-lettered late after it) in a row of class "known bug" and excuses
-// their missing rows, their copies and their orphaned duplicates; without
-// it they fail the run. CI passes it until the watermark is fixed.
+// their missing rows, their copies and their orphaned duplicates, so that a
+// run tells this failure apart from others if it ever comes back.
 package main
