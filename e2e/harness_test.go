@@ -394,10 +394,21 @@ func (c *child) wait(timeout time.Duration) int {
 	return c.cmd.ProcessState.ExitCode()
 }
 
-// maxRSS is the child's peak resident set size in bytes, once it exited.
-func (c *child) maxRSS() int64 {
-	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss * 1024
+// peakRSS is the child's peak resident set size so far, in bytes, from
+// /proc (VmHWM); call it while the child runs. The rusage of a reaped
+// child is no good here: on Linux its maxrss starts from the parent's peak
+// (the mm the child was forked from), so it would report the test's memory.
+func (c *child) peakRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb * 1024
+		}
 	}
 	return 0
 }
