@@ -9,9 +9,13 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/pubsink .
+# A writable home for a dead_letter.file, owned by nonroot: a volume mounted
+# here takes this ownership.
+RUN mkdir -p /out/var/lib/pubsink
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/pubsink /pubsink
+COPY --from=build --chown=nonroot:nonroot /out/var/lib/pubsink /var/lib/pubsink
 USER nonroot:nonroot
 EXPOSE 8080
 ENTRYPOINT ["/pubsink","run","--config","/etc/pubsink/config.yaml"]
