@@ -25,6 +25,7 @@ import (
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/emulator"
 	"github.com/pubsink/pubsink/internal/setup"
+	"github.com/pubsink/pubsink/pipeline"
 )
 
 const (
@@ -440,4 +441,18 @@ func (e *env) bigtableFor(ctx context.Context, inst string) (*bigtable.Client, e
 		a.Close()
 	}
 	return c, err
+}
+
+// waitCommitted waits until an in-process pipeline has committed at least n
+// messages and has none in flight: rows are durable before their acks, so
+// this is when the last acks have been sent.
+func waitCommitted(t *testing.T, p *pipeline.Pipeline, n int64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for st := p.Status(); st.Committed < n || st.InFlight > 0; st = p.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("status after %v: %+v", timeout, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -90,13 +90,7 @@ func TestTransientSinkFailuresLoseAndDoubleNothing(t *testing.T) {
 	flaky.failing.Store(false)
 	e.waitRows(e.table, n, 2*time.Minute)
 	p := a.Pipelines()[0]
-	deadline := time.Now().Add(30 * time.Second)
-	for st := p.Status(); st.Committed < n || st.InFlight > 0; st = p.Status() {
-		if time.Now().After(deadline) {
-			t.Fatalf("status %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitCommitted(t, p, n, 30*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
