@@ -13,8 +13,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/source"
 )

@@ -13,9 +13,9 @@ import (
 	"cloud.google.com/go/bigtable"
 	"go.uber.org/zap"
 
-	"github.com/pubsink/pubsink/internal/emulator"
 	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
 )
 
 // emulatorClient starts the real Bigtable emulator with a state table and

@@ -20,12 +20,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
-	"github.com/pubsink/pubsink/internal/app"
-	"github.com/pubsink/pubsink/internal/emulator"
-	"github.com/pubsink/pubsink/internal/faultproxy"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/faultproxy"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
@@ -410,7 +410,7 @@ func (f *failCounter) Write(ctx context.Context, row *sinks.Row) error {
 }
 
 // TestBigtableStallDeadLettersNothingAndLosesNothing stalls every
-// connection to Bigtable mid-stream (through internal/faultproxy), then
+// connection to Bigtable mid-stream (through internal/testenv/faultproxy), then
 // resets them all: transient failures however long; nothing may be
 // dead-lettered, lost or doubled. The stall outlasts the sink's 30 s call
 // timeout, so that DeadlineExceeded reaches the pipeline's classification

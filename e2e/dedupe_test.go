@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/pipeline"

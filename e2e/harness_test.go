@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/emulator"
 	"github.com/pubsink/pubsink/internal/setup"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
 	"github.com/pubsink/pubsink/pipeline"
 )
 

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/sinks"
 )
 

@@ -16,9 +16,9 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
-	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"

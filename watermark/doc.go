@@ -146,7 +146,7 @@
 // synchronous Pull, which cannot see messages leased to a dead stream.
 //
 // So the tracker is told of breaks: source.StreamWatch, installed on the
-// Pub/Sub client (internal/app does it for the client it creates), counts
+// Pub/Sub client (app does it for the client it creates), counts
 // the open StreamingPull streams of each subscription and notes when one
 // ended while the client still wanted it (Config.Streams). After a break of
 // the tracking subscription's streams at B:
@@ -212,7 +212,7 @@
 //     nothing either, the topic looks idle and the watermark advances, and
 //     messages published meanwhile may be late when they arrive. If the
 //     service does not answer, the watermark holds.
-//   - Without Config.Streams (a Pub/Sub client given to internal/app
+//   - Without Config.Streams (a Pub/Sub client given to app
 //     instead of created by it, as in tests) breaks go unnoticed, and
 //     messages stranded on a broken stream may be judged late when they
 //     come back.

@@ -18,8 +18,8 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/setup"
 	"github.com/pubsink/pubsink/pipeline"

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
 	"github.com/pubsink/pubsink/sinks"
 )
 

@@ -11,8 +11,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/app"
 	"github.com/pubsink/pubsink/internal/logging"
 )
 

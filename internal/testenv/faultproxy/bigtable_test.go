@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/pubsink/pubsink/internal/emulator"
-	"github.com/pubsink/pubsink/internal/faultproxy"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/faultproxy"
 )
 
 // TestBigtableStallFailsWritesUntilResume is the fault the dead-letter and

@@ -5,8 +5,8 @@ import (
 	"log"
 	"time"
 
-	"github.com/pubsink/pubsink/internal/emulator"
-	"github.com/pubsink/pubsink/internal/faultproxy"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/faultproxy"
 )
 
 // A Bigtable stall: clients talk to the emulator through the proxy, the test

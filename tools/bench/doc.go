@@ -1,12 +1,12 @@
 // Command bench measures what pubsink costs per message against a naive
 // at-least-once connector, on the real emulators, in one invocation:
 //
-//	go run ./internal/bench                      # 200,000 messages, 3 rounds, 10 streams
-//	go run ./internal/bench -n 50000 -rounds 5   # quicker, more rounds
-//	go run ./internal/bench -profile prof/       # also CPU and alloc profiles of each connector
-//	go run ./internal/bench -memory              # 1,000,000-message backlog, defaults: peak RSS
+//	go run ./tools/bench                      # 200,000 messages, 3 rounds, 10 streams
+//	go run ./tools/bench -n 50000 -rounds 5   # quicker, more rounds
+//	go run ./tools/bench -profile prof/       # also CPU and alloc profiles of each connector
+//	go run ./tools/bench -memory              # 1,000,000-message backlog, defaults: peak RSS
 //
-// It starts the Pub/Sub emulator and cbtemulator (internal/emulator), builds
+// It starts the Pub/Sub emulator and cbtemulator (internal/testenv/emulator), builds
 // the pubsink binary, and for each round drains a fresh backlog of N
 // messages (about 200-byte JSON payloads, with an id and an event-time
 // attribute) with, in an order that rotates from round to round:

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
 )
 
 // Exit codes.
@@ -89,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rerun := fmt.Sprintf("go run ./internal/chaos -seed %d -n %d -duration %v -faults %d -max-stall %v", opts.Seed, opts.Messages, opts.Duration, opts.Faults, opts.MaxStall)
+	rerun := fmt.Sprintf("go run ./tools/chaos -seed %d -n %d -duration %v -faults %d -max-stall %v", opts.Seed, opts.Messages, opts.Duration, opts.Faults, opts.MaxStall)
 	if *short {
 		rerun += " -short"
 	}

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/pubsink/pubsink/internal/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
 )
 
 // A test that needs both emulators, with clients for itself and the

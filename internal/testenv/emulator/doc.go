@@ -7,7 +7,7 @@
 // options that reach an emulator without relying on the process environment.
 // It does not own topics, subscriptions or tables: callers create those, with
 // fresh names per test. Fault injection between a client and an emulator is
-// internal/faultproxy.
+// internal/testenv/faultproxy.
 //
 // Entry points: StartPubSub and StartBigtable, or in tests RequirePubSub and
 // RequireBigtable, which start one emulator per test and stop it in

@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/pubsink/pubsink/internal/emulator"
-	"github.com/pubsink/pubsink/internal/faultproxy"
 	"github.com/pubsink/pubsink/internal/state"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
+	"github.com/pubsink/pubsink/internal/testenv/faultproxy"
 )
 
 // Names of the campaign's resources on the emulators (fresh emulators per
@@ -62,7 +62,7 @@ const (
 // a timestamp_attribute (auto: milliseconds or RFC 3339), a tracking
 // subscription, late_data: dead_letter, and a dead-letter topic with its
 // replay subscription (the production default).
-const configYAML = `# Written by internal/chaos.
+const configYAML = `# Written by tools/chaos.
 project: ` + project + `
 log: {level: info, format: json}
 http: {addr: "%s"}

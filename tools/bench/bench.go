@@ -16,8 +16,8 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/emulator"
 	"github.com/pubsink/pubsink/internal/setup"
+	"github.com/pubsink/pubsink/internal/testenv/emulator"
 )
 
 const (

@@ -5,13 +5,13 @@
 // of DESIGN.md, printing a table of expected against found. Anyone can rerun
 // a campaign with its seed.
 //
-//	go run ./internal/chaos -short                        # the CI campaign, about 2 minutes
-//	go run ./internal/chaos -seed 4242                    # a release campaign: 50,000 messages, 24 faults
-//	go run ./internal/chaos -seed S -n N -duration D      # any size
+//	go run ./tools/chaos -short                        # the CI campaign, about 2 minutes
+//	go run ./tools/chaos -seed 4242                    # a release campaign: 50,000 messages, 24 faults
+//	go run ./tools/chaos -seed S -n N -duration D      # any size
 //
 // It owns nothing of pubsink; it drives the binary as a child process, as
-// an operator would. The emulators are internal/emulator, the proxies
-// internal/faultproxy.
+// an operator would. The emulators are internal/testenv/emulator, the proxies
+// internal/testenv/faultproxy.
 //
 // # Flags
 //

@@ -6,7 +6,7 @@
 //
 // It owns the listening socket and every connection it accepts. It does not
 // understand the protocol: it works on TCP bytes, so one Stall holds gRPC
-// data, pings and new streams alike. Emulators are internal/emulator; point
+// data, pings and new streams alike. Emulators are internal/testenv/emulator; point
 // a client at the proxy with, for example,
 // (&emulator.Bigtable{Host: proxy.Addr()}).Clients(ctx, project, instance).
 //

@@ -17,7 +17,7 @@ import (
 // These tests cover the campaign's pure parts: the seeded plan and
 // schedule, and the invariant checker against observations made up here.
 // The campaign itself runs the emulators and is run by .ci/run (go run
-// ./internal/chaos -short), not by go test.
+// ./tools/chaos -short), not by go test.
 
 var testWorkload = WorkloadConfig{Messages: 3000, BigPayloads: 2, LateBursts: 3, Band: 5 * time.Second}
 
