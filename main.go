@@ -1,5 +1,9 @@
 // Command pubsink moves messages from Pub/Sub subscriptions into Bigtable
-// with an exactly-once effect. See README.md and DESIGN.md.
+// with an exactly-once effect. See README.md and docs/reference.md.
+//
+// This file is the CLI alone: it parses flags, turns signals into a
+// context, and maps errors to exit codes. Every command's work is in
+// package app.
 package main
 
 import (
@@ -10,16 +14,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/pubsink/pubsink/app"
-	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/logging"
-	"github.com/pubsink/pubsink/source"
 )
 
-// Exit codes, as DESIGN.md fixes them.
+// Exit codes, as docs/reference.md fixes them.
 const (
 	exitOK      = 0
 	exitFailure = 1 // a runtime failure
@@ -52,22 +53,6 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// configError is a configuration that cannot be used (unreadable, or with
-// problems): exit 2.
-type configError struct{ err error }
-
-func (e configError) Error() string { return e.err.Error() }
-func (e configError) Unwrap() error { return e.err }
-
-// loadConfig loads and validates the file at path; its errors exit 2.
-func loadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, configError{err}
-	}
-	return cfg, nil
-}
-
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -79,13 +64,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "run":
-		err = cmdRun(ctx, rest, stderr)
+		var path string
+		if path, err = configOnly("run", rest); err == nil {
+			err = app.RunFile(ctx, path, stderr)
+		}
 	case "validate":
-		err = cmdValidate(rest, stdout)
+		var path string
+		if path, err = configOnly("validate", rest); err == nil {
+			err = app.Validate(path, stdout)
+		}
 	case "setup":
-		err = cmdSetup(ctx, rest, stdout, stderr)
+		var path string
+		if path, err = configOnly("setup", rest); err == nil {
+			err = app.SetupFile(ctx, path, stdout)
+		}
 	case "demo":
-		err = cmdDemo(ctx, rest, stdout, stderr)
+		err = cmdDemo(ctx, rest, stdout)
 	case "deadletter":
 		err = cmdDeadLetter(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
@@ -101,16 +95,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 // exitCode prints err and maps it to the exit code.
 func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
-	var problems config.Problems
-	var ce configError
+	var ce *app.ConfigError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "pubsink: %v\n\n%s", err, usage)
 		return exitUsage
-	case errors.As(err, &problems):
-		fmt.Fprintln(stderr, problems.Error())
+	case errors.As(err, &ce) && ce.IsList():
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	case errors.As(err, &ce):
 		fmt.Fprintf(stderr, "pubsink: %v\n", err)
@@ -145,55 +138,48 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// configCommand parses the flags of a command that takes only --config,
-// and loads the file.
-func configCommand(name string, args []string) (cfg *config.Config, path string, err error) {
+// configOnly parses the flags of a command that takes only --config and
+// returns the file's path.
+func configOnly(name string, args []string) (string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	p := configFlag(fs)
+	path := configFlag(fs)
+	return *path, parseFlags(fs, args)
+}
+
+func cmdDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	var opts app.DemoOptions
+	fs.IntVar(&opts.Messages, "messages", 3000, "sensor readings to publish (duplicates and poison come on top)")
+	fs.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "give up if not drained by then")
+	fs.StringVar(&opts.Dir, "dir", "", "directory for the dead-letter file (default: a new temporary directory)")
+	fs.Uint64Var(&opts.Seed, "seed", 1, "seed of the sample stream")
 	if err := parseFlags(fs, args); err != nil {
-		return nil, "", err
+		return err
 	}
-	cfg, err = loadConfig(*p)
-	return cfg, *p, err
+	return app.Demo(ctx, stdout, opts)
 }
 
-func cmdValidate(args []string, stdout io.Writer) error {
-	cfg, path, err := configCommand("validate", args)
-	if err != nil {
+// cmdDeadLetter runs `pubsink deadletter SUBCOMMAND`; replay is the only
+// one.
+func cmdDeadLetter(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "replay" {
+		return usageError{"deadletter: the subcommand is replay"}
+	}
+	fs := flag.NewFlagSet("deadletter replay", flag.ContinueOnError)
+	path := configFlag(fs)
+	var req app.ReplayRequest
+	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` whose dead letters to replay (required)")
+	fs.StringVar(&req.Reason, "reason", "", "replay only this `reason`: "+app.ReasonList())
+	fs.IntVar(&req.Limit, "limit", 0, "replay at most `N` messages (0: all)")
+	fs.BoolVar(&req.DryRun, "dry-run", false, "print what would be replayed; change nothing")
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
-	return nil
-}
-
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, _, err := configCommand("run", args)
-	if err != nil {
-		return err
+	switch {
+	case req.Pipeline == "":
+		return usageError{"deadletter replay: --pipeline is required"}
+	case req.Limit < 0:
+		return usageError{"deadletter replay: --limit must not be negative"}
 	}
-	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, stderr)
-	if err != nil {
-		return err
-	}
-	defer log.Sync()
-	setMemoryLimit()
-
-	a, err := app.Open(ctx, log, cfg, app.Options{})
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
-}
-
-// setMemoryLimit tells the Go runtime about the container's memory limit
-// (90% of it, leaving room for what the runtime does not count), unless
-// GOMEMLIMIT says otherwise: the GC then works harder near the limit
-// instead of letting the container be killed.
-func setMemoryLimit() {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	if limit := source.MemoryLimit(); limit > 0 {
-		debug.SetMemoryLimit(limit / 10 * 9)
-	}
+	return app.ReplayFile(ctx, *path, req, stdout, stderr)
 }

@@ -41,6 +41,9 @@ type Options struct {
 	WrapSink func(pipeline string, s sinks.Sink) sinks.Sink
 	// HTTPAddr overrides http.addr ("" keeps it; "-" serves no HTTP).
 	HTTPAddr string
+	// MemoryLimit is the container's memory limit in bytes, which sizes the
+	// default flow control; 0: read it from the cgroup.
+	MemoryLimit int64
 }
 
 // App is every pipeline of one configuration, running in this process,
@@ -77,7 +80,10 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 		}
 		a.ownPubSub = true
 	}
-	memLimit := source.MemoryLimit()
+	memLimit := opts.MemoryLimit
+	if memLimit == 0 {
+		memLimit = memoryLimit()
+	}
 	for _, pc := range cfg.Pipelines {
 		p, err := a.build(ctx, pc, memLimit)
 		if err != nil {
@@ -148,7 +154,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if deps.Dedupe, err = a.dedupe(ctx, pc, m); err != nil {
 		return nil, err
 	}
-	if deps.Tracker, err = a.tracker(ctx, pc, src, m); err != nil {
+	if deps.Tracker, err = a.tracker(ctx, pc, src, topic, maxBytes, m); err != nil {
 		return nil, err
 	}
 	if deps.DeadLetter, err = a.deadLetter(ctx, pc, m); err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
-	"github.com/pubsink/pubsink/internal/setup"
 )
 
 const yaml = `
@@ -35,7 +34,7 @@ type fakes struct {
 	psSrv *pstest.Server
 	ps    *pubsub.Client
 	opts  Options
-	admin setup.Admin
+	admin Admin
 }
 
 func newFakes(t *testing.T) *fakes {
@@ -82,7 +81,7 @@ func TestOpenRefusesASubscriptionOfAnotherTopic(t *testing.T) {
 	f := newFakes(t)
 	ctx := context.Background()
 	cfg := parse(t, yaml)
-	if err := setup.Run(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
+	if err := Setup(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	other := parse(t, strings.Replace(yaml, "topic: orders,", "topic: payments,", 1))
@@ -96,7 +95,7 @@ func TestRunServesProbesAndStopsCleanly(t *testing.T) {
 	f := newFakes(t)
 	ctx := context.Background()
 	cfg := parse(t, yaml)
-	if err := setup.Run(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
+	if err := Setup(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := Open(ctx, zap.NewNop(), cfg, f.opts)

@@ -1,6 +1,14 @@
-// Package app runs a whole configuration in one process: it connects the
-// clients, builds every pipeline, serves the HTTP endpoints, and owns the
-// order of a graceful stop (see App.Run). main.go and the demo use it.
+// Package app is pubsink's composition root: the one place that opens the
+// Pub/Sub and Bigtable clients, checks that what a configuration names
+// exists, wires the parts (source, sink, dedupe, watermark tracker,
+// dead-letter output) into pipelines, and runs the commands of the CLI:
+// run (RunFile, Open and App.Run), validate (Validate), setup (Setup,
+// SetupFile), demo (Demo) and deadletter replay (ReplayFile). It also reads
+// the container's memory limit (from the cgroup, once per process), which
+// sizes the default flow control and the Go runtime's soft memory limit.
+//
+// It owns the order of a graceful stop (see App.Run). It does not own any
+// per-message decision: those are package pipeline's.
 //
 // # Guarantees
 //
@@ -9,8 +17,20 @@
 // shutdown_timeout after the stop signal plus the time for the last acks to
 // be sent.
 //
+// Setup is idempotent: it never deletes or changes what exists, and running
+// it twice reports "exists" for everything the first run created. An
+// existing subscription attached to another topic than source.topic is an
+// error, not something to fix silently.
+//
+// The demo runs the example pipeline fully embedded (an in-process Pub/Sub
+// fake and Bigtable emulator on loopback, internal/fake) on a stream of
+// sensor readings with duplicates and poison messages, and checks its own
+// outcome: it fails if a reading was lost or doubled, or a poison message
+// was not dead-lettered with its reason.
+//
 // # Errors
 //
 // Open fails with an error naming the pipeline and the missing piece
-// (subscription, table). Run returns a pipeline's permanent failure.
+// (subscription, table). Run returns a pipeline's permanent failure. A
+// configuration that cannot be used is a *ConfigError (the CLI exits 2).
 package app

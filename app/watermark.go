@@ -27,26 +27,18 @@ const (
 
 // tracker builds the watermark tracker of a pipeline with a tracking
 // subscription; nil otherwise. It checks that the tracking subscription
-// exists and is attached to the topic of the main one, and reads the stored
+// exists and is attached to mainTopic, the topic of the main one, and reads the stored
 // watermark (so that an unreadable state table is reported at start).
-func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, m *metrics.Pipeline) (pipeline.Tracker, error) {
+func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, mainTopic string, maxBytes int64, m *metrics.Pipeline) (pipeline.Tracker, error) {
 	if pc.Source.TrackingSubscription == "" {
 		return nil, nil // an untyped nil: the pipeline tests Tracker against nil
 	}
 	cfg := pc.Source
 	cfg.Streams = max(trackingStreamsFactor*pc.Source.Streams, trackingMinStreams)
 	cfg.MaxOutstandingMessages = max(trackingOutstandingMul*pc.Source.MaxOutstandingMessages, trackingMinOutstanding)
-	maxBytes := int64(pc.Source.MaxOutstandingBytes)
-	if maxBytes == 0 {
-		maxBytes = source.DefaultMaxOutstandingBytes(source.MemoryLimit(), len(a.cfg.Pipelines))
-	}
 	tracking := source.New(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
 		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, maxBytes)
 
-	mainTopic, err := main.Check(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("source.subscription: %w", err)
-	}
 	trackingTopic, err := tracking.Check(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("source.tracking_subscription: %w", err)

@@ -22,8 +22,8 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/setup"
 	"github.com/pubsink/pubsink/internal/testenv/emulator"
 	"github.com/pubsink/pubsink/pipeline"
 )
@@ -166,7 +166,7 @@ func (e *env) writeConfig(yaml string) (string, *config.Config) {
 		return a, err
 	}
 	var out bytes.Buffer
-	if err := setup.Run(context.Background(), cfg, e.pubsub, admin, &out); err != nil {
+	if err := app.Setup(context.Background(), cfg, e.pubsub, admin, &out); err != nil {
 		e.t.Fatalf("setup: %v\n%s", err, out.String())
 	}
 	return path, cfg

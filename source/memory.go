@@ -1,11 +1,5 @@
 package source
 
-import (
-	"bytes"
-	"os"
-	"strconv"
-)
-
 // Bounds of the derived max_outstanding_bytes budget of one pipeline.
 const (
 	// minOutstandingBytes keeps a tiny container able to hold a few batches.
@@ -18,43 +12,9 @@ const (
 	unknownLimitBytes = 256 << 20
 )
 
-// cgroupMemoryFiles are where a container's memory limit is published:
-// cgroup v2 first (Cloud Run, GKE), then v1.
-var cgroupMemoryFiles = []string{
-	"/sys/fs/cgroup/memory.max",
-	"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-}
-
-// MemoryLimit returns the container's memory limit in bytes, or 0 when there
-// is none or it cannot be read.
-func MemoryLimit() int64 {
-	for _, f := range cgroupMemoryFiles {
-		if n := readLimit(f); n > 0 {
-			return n
-		}
-	}
-	return 0
-}
-
-func readLimit(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	b = bytes.TrimSpace(b)
-	if string(b) == "max" {
-		return 0
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	// cgroup v1 reports "no limit" as a huge page-aligned number.
-	if err != nil || n <= 0 || n >= 1<<62 {
-		return 0
-	}
-	return n
-}
-
 // DefaultMaxOutstandingBytes is the flow-control budget of one pipeline when
-// max_outstanding_bytes is not set: a quarter of the memory limit shared by
+// max_outstanding_bytes is not set, given the container's memory limit (0:
+// unknown; package app reads it from the cgroup): a quarter of the memory limit shared by
 // the pipelines, so that messages held by the client (and their copies in
 // batches and dead-letter output) cannot push a 512 MiB Cloud Run instance
 // into OOM, as the client's 1 GB default would.

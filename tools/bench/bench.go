@@ -15,8 +15,8 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/setup"
 	"github.com/pubsink/pubsink/internal/testenv/emulator"
 )
 
@@ -209,7 +209,7 @@ func (b *bench) setUp(ctx context.Context, k kind, n names, httpAddr string) (st
 		}
 		return admin, err
 	}
-	if err := setup.Run(ctx, cfg, b.pubsub, admin, io.Discard); err != nil {
+	if err := app.Setup(ctx, cfg, b.pubsub, admin, io.Discard); err != nil {
 		return "", nil, fmt.Errorf("setup: %w", err)
 	}
 	return path, cfg, nil

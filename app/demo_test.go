@@ -1,4 +1,4 @@
-package demo
+package app
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 func TestDemoDrainsTheSampleStream(t *testing.T) {
 	var out bytes.Buffer
 	dir := t.TempDir()
-	if err := Run(context.Background(), &out, Options{Messages: 600, Dir: dir, Timeout: time.Minute}); err != nil {
+	if err := Demo(context.Background(), &out, DemoOptions{Messages: 600, Dir: dir, Timeout: time.Minute}); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{"committed      600", "duplicate      30", "dead-lettered  40", "sample rows"} {

@@ -1,4 +1,4 @@
-package setup
+package app
 
 import (
 	"context"
@@ -27,11 +27,11 @@ const ackDeadlineSeconds = 60
 // Admin opens a Bigtable admin client for an instance.
 type Admin func(ctx context.Context, instance string) (*bigtable.AdminClient, error)
 
-// Run creates what cfg names and is missing: topics, subscriptions (main,
+// Setup creates what cfg names and is missing: topics, subscriptions (main,
 // tracking, dead-letter), sink tables and their column families, and the
 // state table. It is idempotent: what exists is left as it is (and checked
 // where a mismatch would break pubsink). Each action is reported on out.
-func Run(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admin, out io.Writer) error {
+func Setup(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admin, out io.Writer) error {
 	s := &setup{cfg: cfg, ps: ps, admin: admin, out: out, admins: map[string]*bigtable.AdminClient{}}
 	defer s.close()
 	var errs []error

@@ -1,4 +1,4 @@
-package setup
+package app
 
 import (
 	"bytes"
@@ -8,15 +8,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/fake"
 	"github.com/pubsink/pubsink/internal/state"
 )
 
-const yaml = `
+const setupYAML = `
 project: p
 state: {instance: i}
 pipelines:
@@ -32,43 +30,27 @@ pipelines:
     dead_letter: {bigtable_table: clicks_dead}
 `
 
-type fakes struct {
-	ps    *pubsub.Client
-	admin Admin
-	ac    *bigtable.AdminClient
-}
-
-func newFakes(t *testing.T) *fakes {
+// stateAdmin is an admin client of instance i of f's Bigtable fake.
+func stateAdmin(t *testing.T, f *fakes) *bigtable.AdminClient {
 	t.Helper()
-	ctx := context.Background()
-	b, err := fake.Start()
+	ac, err := f.admin(context.Background(), "i")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := b.PubSubClient(ctx, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakes{ps: ps}
-	f.admin = func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-		return b.BigtableAdmin(ctx, "p", instance)
-	}
-	if f.ac, err = f.admin(ctx, "i"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.ac.Close(); ps.Close(); b.Close() })
-	return f
+	t.Cleanup(func() { ac.Close() })
+	return ac
 }
 
 func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	f := newFakes(t)
-	cfg, err := config.Parse([]byte(yaml))
+	ac := stateAdmin(t, f)
+	cfg, err := config.Parse([]byte(setupYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var first bytes.Buffer
-	if err := Run(ctx, cfg, f.ps, f.admin, &first); err != nil {
+	if err := Setup(ctx, cfg, f.ps, f.admin, &first); err != nil {
 		t.Fatalf("setup: %v\n%s", err, first.String())
 	}
 	for _, sub := range []struct{ name, topic string }{
@@ -85,7 +67,7 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 		"clicks_dead":   {state.FamilyDeadLetter},
 		"pubsink_state": {state.FamilyDedupe, state.FamilyMeta, state.FamilySnapshot},
 	} {
-		info, err := f.ac.TableInfo(ctx, table)
+		info, err := ac.TableInfo(ctx, table)
 		if err != nil {
 			t.Errorf("table %s: %v", table, err)
 			continue
@@ -97,7 +79,7 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 		}
 	}
 	// The catalog's max-age rule covers the longest window.
-	info, _ := f.ac.TableInfo(ctx, "pubsink_state")
+	info, _ := ac.TableInfo(ctx, "pubsink_state")
 	found := false
 	for _, fi := range info.FamilyInfos {
 		if fi.Name == state.FamilyDedupe {
@@ -112,7 +94,7 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 	}
 
 	var second bytes.Buffer
-	if err := Run(ctx, cfg, f.ps, f.admin, &second); err != nil {
+	if err := Setup(ctx, cfg, f.ps, f.admin, &second); err != nil {
 		t.Fatalf("second setup: %v", err)
 	}
 	if strings.Contains(second.String(), "created") {
@@ -132,8 +114,8 @@ func TestSetupRefusesASubscriptionOnAnotherTopic(t *testing.T) {
 	if _, err := f.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: "projects/p/subscriptions/orders-sub", Topic: "projects/p/topics/other"}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := config.Parse([]byte(yaml))
-	err := Run(ctx, cfg, f.ps, f.admin, &bytes.Buffer{})
+	cfg, _ := config.Parse([]byte(setupYAML))
+	err := Setup(ctx, cfg, f.ps, f.admin, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "attached to projects/p/topics/other") {
 		t.Fatalf("setup = %v; want a clear mismatch error", err)
 	}
@@ -141,8 +123,8 @@ func TestSetupRefusesASubscriptionOnAnotherTopic(t *testing.T) {
 
 func TestSetupNeedsATopicToCreateASubscription(t *testing.T) {
 	f := newFakes(t)
-	cfg, _ := config.Parse([]byte(strings.ReplaceAll(yaml, "topic: clicks, ", "")))
-	err := Run(context.Background(), cfg, f.ps, f.admin, &bytes.Buffer{})
+	cfg, _ := config.Parse([]byte(strings.ReplaceAll(setupYAML, "topic: clicks, ", "")))
+	err := Setup(context.Background(), cfg, f.ps, f.admin, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "source.topic is not set") {
 		t.Fatalf("setup = %v; want the missing source.topic named", err)
 	}

@@ -1,4 +1,4 @@
-package demo
+package app
 
 import (
 	"context"
@@ -18,28 +18,26 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
 
-	"github.com/pubsink/pubsink/app"
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
-	"github.com/pubsink/pubsink/internal/setup"
 	"github.com/pubsink/pubsink/pipeline"
 )
 
 //go:embed demo.yaml
 var demoYAML []byte
 
-// Options tune a demo run.
-type Options struct {
+// DemoOptions tune a demo run.
+type DemoOptions struct {
 	Messages int           // sensor readings before duplicates and poison; 0 → 3000
 	Timeout  time.Duration // give up after this long; 0 → 2 minutes
 	Dir      string        // where the dead-letter file goes; "" → a new temp dir
 	Seed     uint64
 }
 
-// Run starts an in-process Pub/Sub fake and Bigtable emulator on loopback,
+// Demo starts an in-process Pub/Sub fake and Bigtable emulator on loopback,
 // sets up the demo pipeline, publishes the sample stream, runs pubsink on it
 // until every message reached its outcome, and prints a summary to out.
-func Run(ctx context.Context, out io.Writer, opts Options) error {
+func Demo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 	if opts.Messages <= 0 {
 		opts.Messages = 3000
 	}
@@ -79,7 +77,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	}
 
 	fmt.Fprintf(out, "pubsink demo: an in-process Pub/Sub fake (pstest) and Bigtable emulator (bttest) on loopback\n\n")
-	if err := setup.Run(ctx, cfg, ps, admin, io.Discard); err != nil {
+	if err := Setup(ctx, cfg, ps, admin, io.Discard); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
 	stream := sampleStream(opts.Messages, time.Now(), opts.Seed)
@@ -88,7 +86,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	fmt.Fprintf(out, "published %d messages to %s: %d readings from 12 sensors, %d duplicates (a publisher's retries), %d poison\n",
 		len(stream), pc.Source.Topic, expect["reading"], expect["duplicate"], len(stream)-expect["reading"]-expect["duplicate"])
 
-	a, err := app.Open(ctx, zap.NewNop(), cfg, app.Options{PubSub: ps, Bigtable: openBigtable})
+	a, err := Open(ctx, zap.NewNop(), cfg, Options{PubSub: ps, Bigtable: openBigtable})
 	if err != nil {
 		return err
 	}

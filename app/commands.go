@@ -1,0 +1,182 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/internal/logging"
+)
+
+// The commands of the CLI, one function each. main parses the flags and
+// maps the returned error to an exit code: a *ConfigError exits 2, any
+// other error 1.
+
+// ConfigError is a configuration that cannot be used: unreadable, with
+// problems (config.Problems), or not matching what the command was asked
+// for. The CLI exits 2 with it.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// IsList reports whether the error is a list of problems, one "path:
+// message" per line, which the CLI prints as it is.
+func (e *ConfigError) IsList() bool {
+	var ps config.Problems
+	return errors.As(e.Err, &ps)
+}
+
+// LoadConfig loads and validates the file at path; every error it returns
+// is a *ConfigError.
+func LoadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	return cfg, nil
+}
+
+// Validate loads the file at path and reports it on out.
+func Validate(path string, out io.Writer) error {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
+	return nil
+}
+
+// RunFile runs every pipeline of the file at path until ctx ends (SIGTERM,
+// SIGINT), logging to logs; see App.Run for the order of the stop.
+func RunFile(ctx context.Context, path string, logs io.Writer) error {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	limit := memoryLimit()
+	setMemoryLimit(limit)
+
+	a, err := Open(ctx, log, cfg, Options{MemoryLimit: limit})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// SetupFile creates what the file at path names and is missing (Setup),
+// against Google Cloud or the emulators the environment names.
+func SetupFile(ctx context.Context, path string, out io.Writer) error {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	ps, err := pubsub.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return fmt.Errorf("pubsub client: %w", err)
+	}
+	defer ps.Close()
+	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
+		return bigtable.NewAdminClient(ctx, cfg.Project, instance)
+	}
+	if err := Setup(ctx, cfg, ps, admin, out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "setup: done")
+	return nil
+}
+
+// ReplayRequest is what `pubsink deadletter replay` was asked to do.
+type ReplayRequest struct {
+	Pipeline string // required
+	Reason   string // "" replays every reason
+	Limit    int    // 0 replays all
+	DryRun   bool
+}
+
+// ReasonList names the dead-letter reasons, for help texts.
+func ReasonList() string {
+	names := make([]string, len(deadletter.Reasons))
+	for i, r := range deadletter.Reasons {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ReplayFile republishes a pipeline's dead-lettered messages to its topic.
+// It prints one line per message to out, then the summary, and fails when
+// some could not be replayed. A request that does not fit the file (no such
+// pipeline, no output, an unknown reason) is a *ConfigError.
+func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs io.Writer) error {
+	var opts deadletter.ReplayOptions
+	if req.Reason != "" {
+		r, ok := deadletter.ParseReason(req.Reason)
+		if !ok {
+			return &ConfigError{fmt.Errorf("deadletter replay: --reason %q is not one of %s", req.Reason, ReasonList())}
+		}
+		opts.Reason = r
+	}
+	opts.Limit, opts.DryRun, opts.Out = req.Limit, req.DryRun, out
+
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	var p *config.Pipeline
+	for i := range cfg.Pipelines {
+		if cfg.Pipelines[i].Name == req.Pipeline {
+			p = &cfg.Pipelines[i]
+		}
+	}
+	if p == nil {
+		return &ConfigError{fmt.Errorf("deadletter replay: %s has no pipeline %q", path, req.Pipeline)}
+	}
+	kind := deadletter.Kind(p.DeadLetter)
+	if kind == "" {
+		return &ConfigError{fmt.Errorf("deadletter replay: pipeline %q: %w", req.Pipeline, deadletter.ErrNoOutput)}
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+
+	ps, err := pubsub.NewClient(ctx, cfg.Project)
+	if err != nil {
+		return fmt.Errorf("pubsub client: %w", err)
+	}
+	defer ps.Close()
+	clients := deadletter.Clients{PubSub: ps}
+	if kind == deadletter.KindTable {
+		bt, err := bigtable.NewClient(ctx, cfg.Project, cfg.State.Instance)
+		if err != nil {
+			return fmt.Errorf("bigtable client for instance %s: %w", cfg.State.Instance, err)
+		}
+		defer bt.Close()
+		clients.Bigtable = bt
+	}
+
+	sum, err := deadletter.Replay(ctx, log, cfg, *p, clients, opts)
+	if sum.To != "" { // the replay started
+		fmt.Fprint(out, sum)
+	}
+	if err != nil {
+		return fmt.Errorf("deadletter replay: %w", err)
+	}
+	if sum.Failed > 0 {
+		return fmt.Errorf("deadletter replay: %d dead letters could not be replayed and were left in place", sum.Failed)
+	}
+	return nil
+}
