@@ -24,7 +24,7 @@ func benchKeys(n int) []string {
 // fillRing puts the expected number of keys into every slice of d's ring
 // but the current one, which gets half: the ring of a pipeline running at
 // its expected rate, halfway through a slice.
-func fillRing(d *Dedupe) {
+func fillRing(d *Keys) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := d.ring

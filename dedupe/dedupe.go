@@ -13,7 +13,6 @@ import (
 
 	"github.com/pubsink/pubsink/internal/batch"
 	"github.com/pubsink/pubsink/internal/metrics"
-	"github.com/pubsink/pubsink/pipeline"
 )
 
 // Defaults of Config.
@@ -98,10 +97,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Dedupe claims and commits the dedupe keys of one pipeline: a ring of
-// Bloom filters in front of the durable catalog. It implements
-// pipeline.Deduper. Its methods are safe for concurrent use.
-type Dedupe struct {
+// Keys claims and commits the dedupe keys of one pipeline: a ring of Bloom
+// filters in front of the durable catalog. Its methods are safe for
+// concurrent use.
+type Keys struct {
 	cfg    Config
 	log    *zap.Logger
 	now    func() time.Time
@@ -109,11 +108,12 @@ type Dedupe struct {
 	cat    catalog
 	reads  *batch.Batcher[string]
 	writes *batch.Batcher[record]
-	claims sync.Pool
+	holds  sync.Pool // of *hold: a Claim of a new key allocates nothing
 
 	mu      sync.Mutex
 	ring    *ring
-	held    map[string]*claim // keys claimed and not yet committed or released
+	held    map[string]*hold // keys claimed and not yet committed or released
+	tokens  uint64           // the last token a hold was given
 	rebuilt bool
 	rebuild rebuildStats
 }
@@ -129,24 +129,24 @@ type record struct {
 // client's instance. It does no I/O: call Check to verify the table, Run
 // to rebuild the filters, and Close to flush. Until Run has rebuilt the
 // filters, every Claim reads the catalog.
-func New(client *bigtable.Client, log *zap.Logger, cfg Config) *Dedupe {
-	return newDedupe(btStore{table: client.Open(cfg.Table)}, log, cfg)
+func New(client *bigtable.Client, log *zap.Logger, cfg Config) *Keys {
+	return newKeys(btStore{table: client.Open(cfg.Table)}, log, cfg)
 }
 
-func newDedupe(s store, log *zap.Logger, cfg Config) *Dedupe {
+func newKeys(s store, log *zap.Logger, cfg Config) *Keys {
 	cfg = cfg.withDefaults()
 	width := int64(cfg.Window) / int64(cfg.Slices)
 	expected := uint(math.Ceil(cfg.ExpectedRate * time.Duration(width).Seconds()))
-	d := &Dedupe{
+	d := &Keys{
 		cfg:   cfg,
 		log:   log.Named("dedupe").With(zap.String("pipeline", cfg.Pipeline)),
 		now:   cfg.Now,
 		store: s,
 		cat:   newCatalog(cfg.Pipeline),
 		ring:  newRing(width, cfg.Slices, cfg.FalsePositiveRate, max(expected, minExpectedKeys)),
-		held:  make(map[string]*claim),
+		held:  make(map[string]*hold),
 	}
-	d.claims.New = func() any { return &claim{d: d} }
+	d.holds.New = func() any { return new(hold) }
 	d.reads = batch.New(readBatch, d.flushReads)
 	d.writes = batch.New(writeBatch, d.flushWrites)
 	return d
@@ -154,7 +154,7 @@ func newDedupe(s store, log *zap.Logger, cfg Config) *Dedupe {
 
 // Check returns an error if the catalog's table cannot be read (it does
 // not exist: run pubsink setup; or Bigtable is unreachable).
-func (d *Dedupe) Check(ctx context.Context) error {
+func (d *Keys) Check(ctx context.Context) error {
 	if err := d.store.check(ctx); err != nil {
 		return fmt.Errorf("dedupe catalog in table %s: %w", d.cfg.Table, err)
 	}
@@ -162,11 +162,9 @@ func (d *Dedupe) Check(ctx context.Context) error {
 }
 
 // Claim reports whether key was committed within the window (dup). If it
-// was not, the caller holds key and must end the hold with exactly one
-// terminal call on the returned Claim: Release, or Commit returning nil.
-// After that the Claim must not be used: it is recycled. A Commit that
-// failed keeps the hold: call Commit again (to retry the record) or
-// Release.
+// was not, the caller holds key until it ends the hold through the returned
+// Claim: Commit once the row is durable, or Release. A duplicate or an
+// error returns the zero Claim, which holds nothing.
 //
 // A key that no filter may hold costs no I/O. Otherwise Claim waits for a
 // batched catalog read; only a record younger than the window makes dup
@@ -175,7 +173,7 @@ func (d *Dedupe) Check(ctx context.Context) error {
 //
 // Errors are the catalog's (transient; Claim does not retry them) or
 // ctx's when it ends while waiting; the key is not held then.
-func (d *Dedupe) Claim(ctx context.Context, key string) (pipeline.Claim, bool, error) {
+func (d *Keys) Claim(ctx context.Context, key string) (Claim, bool, error) {
 	id := idOf(key)
 	h := hashOf(id.id)
 	for {
@@ -187,19 +185,21 @@ func (d *Dedupe) Claim(ctx context.Context, key string) (pipeline.Claim, bool, e
 			select {
 			case <-w.done:
 				if w.committed {
-					return nil, true, nil
+					return Claim{}, true, nil
 				}
 				continue // released: look again
 			case <-ctx.Done():
-				return nil, false, ctx.Err()
+				return Claim{}, false, ctx.Err()
 			}
 		}
 		d.ring.advance(now)
 		maybe := !d.rebuilt || d.ring.test(h)
-		c := d.claims.Get().(*claim)
-		c.key, c.id, c.h = key, id, h
-		d.held[key] = c
+		d.tokens++
+		hd := d.holds.Get().(*hold)
+		hd.token, hd.id, hd.h = d.tokens, id, h
+		d.held[key] = hd
 		d.mu.Unlock()
+		c := NewClaim(d, key, hd.token)
 
 		if !maybe {
 			return c, false, nil
@@ -210,111 +210,116 @@ func (d *Dedupe) Claim(ctx context.Context, key string) (pipeline.Claim, bool, e
 		case err == nil:
 			return c, false, nil
 		case errors.Is(err, errSeen):
-			d.end(c, true)
-			d.recycle(c)
-			return nil, true, nil
+			d.end(key, hd.token, true)
+			return Claim{}, true, nil
 		default:
-			d.end(c, false)
-			d.recycle(c)
+			d.end(key, hd.token, false)
 			if ctx.Err() == nil {
 				err = fmt.Errorf("dedupe: read catalog: %w", err)
 			}
-			return nil, false, err
+			return Claim{}, false, err
 		}
 	}
 }
 
-// end ends c's hold on its key, once: its waiters learn whether it was
-// committed (then they are duplicates) or released (then they look again).
-func (d *Dedupe) end(c *claim, committed bool) {
+// end ends the hold token on key, if it is still held: its waiters learn
+// whether it was committed (then they are duplicates) or released (then
+// they look again). It reports whether it ended the hold.
+func (d *Keys) end(key string, token uint64, committed bool) bool {
 	d.mu.Lock()
-	if !c.ended {
-		c.ended = true
-		delete(d.held, c.key)
-		if w := c.wait; w != nil {
-			w.committed = committed
-			close(w.done)
-		}
+	hd, ok := d.held[key]
+	if !ok || hd.token != token {
+		d.mu.Unlock()
+		return false
+	}
+	delete(d.held, key)
+	if w := hd.wait; w != nil {
+		w.committed = committed
+		close(w.done)
 	}
 	d.mu.Unlock()
+	*hd = hold{}
+	d.holds.Put(hd)
+	return true
 }
 
-func (d *Dedupe) recycle(c *claim) {
-	*c = claim{d: d}
-	d.claims.Put(c)
-}
-
-// claim is a held key: the pipeline.Claim that Claim returns.
-type claim struct {
-	d   *Dedupe
-	key string
-	id  catalogID
-	h   hashes
-	// ended and wait are guarded by d.mu.
-	ended bool
-	wait  *waiters
+// hold is a held key's entry in Keys.held. Holds are recycled once ended:
+// a Claim names its hold by key and token, never by pointer, so that a
+// Claim used after its hold ended finds nothing instead of another's hold.
+type hold struct {
+	token uint64
+	id    catalogID
+	h     hashes
+	wait  *waiters // guarded by Keys.mu
 }
 
 // waiters is what the Claims waiting for a held key learn of its outcome.
-// It is apart from the claim, which is recycled once ended.
+// It is apart from the hold, which is recycled once ended.
 type waiters struct {
 	done      chan struct{}
 	committed bool // set before done is closed
 }
 
-// waiters returns c's waiters, created on first use. Called with d.mu.
-func (c *claim) waiters() *waiters {
-	if c.wait == nil {
-		c.wait = &waiters{done: make(chan struct{})}
+// waiters returns hd's waiters, created on first use. Called with Keys.mu.
+func (hd *hold) waiters() *waiters {
+	if hd.wait == nil {
+		hd.wait = &waiters{done: make(chan struct{})}
 	}
-	return c.wait
+	return hd.wait
 }
 
-// Commit records the key in the catalog (a batched write, with the commit
-// time as the cell's timestamp), then in the current filter slice, and
-// ends the hold: waiters are duplicates. Call it only once the row is
+// errNotHeld is Commit's error for a hold that had already ended.
+var errNotHeld = errors.New("dedupe: commit of a key that is not held (released or committed already)")
+
+// Commit records key in the catalog (a batched write, with the commit time
+// as the cell's timestamp), then in the current filter slice, and ends the
+// hold token: waiters are duplicates. Call it only once the row is
 // durable. If the write fails, the hold stays (waiters keep waiting, so a
 // duplicate cannot slip through while the record is missing) and the error
 // is returned: call Commit again to retry, or Release to give up. The
 // error is the catalog's, or ctx's if it ended first (the record may still
-// be written: it is idempotent).
-func (c *claim) Commit(ctx context.Context) error {
-	d := c.d
+// be written: it is idempotent). A hold that had ended already is an
+// error, and nothing is written.
+func (d *Keys) Commit(ctx context.Context, key string, token uint64) error {
+	d.mu.Lock()
+	hd, ok := d.held[key]
+	if !ok || hd.token != token {
+		d.mu.Unlock()
+		return errNotHeld
+	}
+	id, h := hd.id, hd.h
+	d.mu.Unlock()
+
 	now := d.now()
 	at := bigtable.Time(now).TruncateToMilliseconds()
-	err := d.writes.Add(ctx, record{id: c.id, h: c.h, at: at}, len(d.cat.prefix)+3+len(c.id.id))
+	err := d.writes.Add(ctx, record{id: id, h: h, at: at}, len(d.cat.prefix)+3+len(id.id))
+	// The filters learn the key even when the write failed: it may have
+	// landed (a failed write is ambiguous), and the next Claim of it must
+	// then ask the catalog rather than answer new.
+	d.mu.Lock()
+	d.ring.advance(now.UnixNano())
+	d.ring.add(h, now.UnixNano())
+	d.mu.Unlock()
 	if err != nil {
-		// The record may have landed (a write is ambiguous when it fails):
-		// the filters learn the key anyway, so that the next Claim of it
-		// asks the catalog rather than answering new.
-		d.mu.Lock()
-		d.ring.advance(now.UnixNano())
-		d.ring.add(c.h, now.UnixNano())
-		d.mu.Unlock()
 		if ctx.Err() == nil {
 			err = fmt.Errorf("dedupe: record key in catalog: %w", err)
 		}
 		return err
 	}
-	d.mu.Lock()
-	d.ring.advance(now.UnixNano())
-	d.ring.add(c.h, now.UnixNano())
-	d.mu.Unlock()
-	d.end(c, true)
-	d.recycle(c)
+	d.end(key, token, true)
 	return nil
 }
 
-// Release ends the hold without a record: a waiter takes the key.
-func (c *claim) Release() {
-	d := c.d
-	d.end(c, false)
-	d.recycle(c)
+// Release ends the hold token on key without a record: a waiter takes the
+// key. A hold that had ended already (committed, or released) is left
+// alone, so Release is safe to call more than once and after Commit.
+func (d *Keys) Release(key string, token uint64) {
+	d.end(key, token, false)
 }
 
 // flushReads reads one batch of catalog rows. An item's result is nil
 // (not committed within the window), errSeen, or the read's error.
-func (d *Dedupe) flushReads(ctx context.Context, rows []string) []error {
+func (d *Keys) flushReads(ctx context.Context, rows []string) []error {
 	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
 	found, err := d.store.read(ctx, rows, since)
 	errs := make([]error, len(rows))
@@ -330,7 +335,7 @@ func (d *Dedupe) flushReads(ctx context.Context, rows []string) []error {
 }
 
 // flushWrites records one batch of committed keys.
-func (d *Dedupe) flushWrites(ctx context.Context, recs []record) []error {
+func (d *Keys) flushWrites(ctx context.Context, recs []record) []error {
 	rows := make([]string, len(recs))
 	at := make([]bigtable.Timestamp, len(recs))
 	for i, r := range recs {
@@ -352,7 +357,7 @@ func (d *Dedupe) flushWrites(ctx context.Context, recs []record) []error {
 // answered meanwhile, from the catalog until the rebuild is done. A failed
 // scan is retried (with backoff, from where it stopped) until ctx ends.
 // Call Run once.
-func (d *Dedupe) Run(ctx context.Context) error {
+func (d *Keys) Run(ctx context.Context) error {
 	d.rebuildFilters(ctx)
 	d.refresh()
 	t := time.NewTicker(statsInterval)
@@ -368,7 +373,7 @@ func (d *Dedupe) Run(ctx context.Context) error {
 }
 
 // refresh rotates the ring to the current time and updates the gauges.
-func (d *Dedupe) refresh() {
+func (d *Keys) refresh() {
 	d.mu.Lock()
 	d.ring.advance(d.now().UnixNano())
 	st := d.ring.stats()
@@ -381,7 +386,7 @@ func (d *Dedupe) refresh() {
 // writes still queued. Like net/http's Server.Shutdown it is idempotent
 // and bounded by ctx, whose error it returns if cut short (the flushes
 // then fail with context.Canceled). Claims after Close fail.
-func (d *Dedupe) Close(ctx context.Context) error {
+func (d *Keys) Close(ctx context.Context) error {
 	return errors.Join(d.writes.Close(ctx), d.reads.Close(ctx))
 }
 
@@ -416,7 +421,7 @@ type Stats struct {
 
 // Stats returns the state of the filters. It counts their set bits, about
 // a millisecond per 10 MB of filters, holding the lock that Claims take.
-func (d *Dedupe) Stats() any {
+func (d *Keys) Stats() Stats {
 	d.mu.Lock()
 	d.ring.advance(d.now().UnixNano())
 	st := d.ring.stats()

@@ -13,10 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/internal/metrics"
-	"github.com/pubsink/pubsink/pipeline"
 )
-
-var _ pipeline.Deduper = (*Dedupe)(nil)
 
 func TestNewKeysCostNoCatalogIO(t *testing.T) {
 	s := &countingStore{store: btStore{bttestClient(t).Open(testTable)}}
@@ -103,7 +100,7 @@ func TestRestartFindsKeysInTheCatalog(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		st := d.Stats().(Stats)
+		st := d.Stats()
 		if st.RebuildKeys != 100 {
 			t.Errorf("rebuild found %d keys, want 100", st.RebuildKeys)
 		}
@@ -121,16 +118,16 @@ func TestRestartFindsKeysInTheCatalog(t *testing.T) {
 	t.Run("the rebuild skips records older than the window", func(t *testing.T) {
 		clk.Advance(8 * time.Minute)
 		d := newTest(t, btStore{client.Open(testTable)}, clk, Config{}, true)
-		if st := d.Stats().(Stats); st.RebuildKeys != 1000 {
+		if st := d.Stats(); st.RebuildKeys != 1000 {
 			t.Errorf("rebuild found %d keys, want the 1000 within the window", st.RebuildKeys)
 		}
 	})
 }
 
-func waitRebuilt(t *testing.T, d *Dedupe) {
+func waitRebuilt(t *testing.T, d *Keys) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !d.Stats().(Stats).Rebuilt {
+	for !d.Stats().Rebuilt {
 		if time.Now().After(deadline) {
 			t.Fatal("not rebuilt after 10s")
 		}
@@ -145,7 +142,7 @@ func TestRebuildResumesAfterAFailedScan(t *testing.T) {
 	commitRange(t, first, 0, 50)
 	s := &flakyScan{store: mem, failures: 3}
 	d := newTest(t, s, clk, Config{}, true)
-	if st := d.Stats().(Stats); !st.Rebuilt || st.RebuildKeys != 50 {
+	if st := d.Stats(); !st.Rebuilt || st.RebuildKeys != 50 {
 		t.Fatalf("rebuilt %v with %d keys after failed scans, want 50", st.Rebuilt, st.RebuildKeys)
 	}
 }
@@ -174,11 +171,11 @@ func (s *flakyScan) scan(ctx context.Context, rng bigtable.RowRange, since bigta
 
 func TestConcurrentClaimsOfOneKey(t *testing.T) {
 	ctx := context.Background()
-	newD := func(t *testing.T) *Dedupe {
+	newD := func(t *testing.T) *Keys {
 		return newTest(t, btStore{bttestClient(t).Open(testTable)}, newClock(), Config{}, true)
 	}
 	// second claims key in the background and reports its outcome.
-	second := func(d *Dedupe, key string) chan error {
+	second := func(d *Keys, key string) chan error {
 		out := make(chan error, 1)
 		go func() {
 			c, dup, err := d.Claim(ctx, key)
@@ -421,6 +418,53 @@ func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestReleaseIsSafeAtAnyTime: a caller releases with one defer, so Release
+// after Commit, a second Release, and a Release after the key passed to
+// another claim must all leave the key's state alone.
+func TestReleaseIsSafeAtAnyTime(t *testing.T) {
+	ctx := context.Background()
+	newD := func(t *testing.T) *Keys {
+		return newTest(t, btStore{bttestClient(t).Open(testTable)}, newClock(), Config{}, true)
+	}
+	t.Run("after Commit the key stays committed", func(t *testing.T) {
+		d := newD(t)
+		c := claimNew(t, d, "k")
+		if err := c.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+		c.Release()
+		if _, dup, err := d.Claim(ctx, "k"); err != nil || !dup {
+			t.Fatalf("Claim after Commit and two Releases = dup %v, %v; want a duplicate", dup, err)
+		}
+	})
+	t.Run("a second Release does not free another claim's hold", func(t *testing.T) {
+		d := newD(t)
+		first := claimNew(t, d, "k")
+		first.Release()
+		second := claimNew(t, d, "k") // the key passed on
+		first.Release()               // stale: must not end second's hold
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		if _, _, err := d.Claim(cctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("third Claim = %v; want it to wait for the second's hold", err)
+		}
+		if err := first.Commit(ctx); err == nil {
+			t.Fatal("Commit of a released claim succeeded")
+		}
+		if err := second.Commit(ctx); err != nil {
+			t.Fatalf("the second claim's Commit: %v", err)
+		}
+	})
+	t.Run("the zero Claim holds nothing", func(t *testing.T) {
+		var c Claim
+		c.Release()
+		if c.Held() || c.Commit(ctx) == nil {
+			t.Fatal("the zero Claim holds a key or commits")
+		}
+	})
+}
+
 func TestClaimOfANewKeyAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items")
@@ -443,7 +487,7 @@ func TestStatsAndGaugesReportTheFilters(t *testing.T) {
 	d := newTest(t, newMemStore(), clk, Config{Metrics: m}, true)
 	commitRange(t, d, 0, 500)
 	d.refresh()
-	st := d.Stats().(Stats)
+	st := d.Stats()
 	if !st.Rebuilt || st.Slices != 11 || st.Keys != 500 || st.FillRatio <= 0 || st.EstimatedFalsePositiveRate <= 0 ||
 		st.EstimatedFalsePositiveRate > st.TargetFalsePositiveRate || st.KeysInFlight != 0 {
 		t.Fatalf("stats %+v", st)
@@ -452,7 +496,7 @@ func TestStatsAndGaugesReportTheFilters(t *testing.T) {
 		t.Errorf("gauges %v %v, stats %v %v", metrics.Value(m.FilterFill), metrics.Value(m.FilterFPRate), st.FillRatio, st.EstimatedFalsePositiveRate)
 	}
 	clk.Advance(11 * time.Minute)
-	if st := d.Stats().(Stats); st.Keys != 0 || st.Slices != 11 {
+	if st := d.Stats(); st.Keys != 0 || st.Slices != 11 {
 		t.Errorf("after the window: %+v", st)
 	}
 }

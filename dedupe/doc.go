@@ -6,9 +6,11 @@
 // retries (the pipeline retries the transient errors it returns), the data
 // rows, or the ack.
 //
-// The entry point is New, which returns a *Dedupe, a pipeline.Deduper.
-// The pipeline calls Claim, writes the row, then Commit (or Release); it
-// runs Run in the background and calls Close after it stopped.
+// The entry point is New, which returns the pipeline's *Keys. The pipeline
+// calls Claim, defers the Claim's Release, writes the row, then Commits;
+// it runs Run in the background and calls Close after it stopped. A Claim
+// is a value naming its hold by key and token, so Release is safe after
+// Commit and twice: a stale Claim can never end another's hold.
 //
 // # How a key is checked
 //
@@ -80,7 +82,8 @@
 // waits (bounded by its ctx): if the first commits, the second is a
 // duplicate; if it releases (its row could not be written, or the stop
 // came first), the second looks again and may take the key. A failed
-// Commit keeps the hold until it is retried with success or released. A Claim that reads the catalog holds the key during
+// Commit keeps the hold until it is retried with success or released. A
+// Claim that reads the catalog holds the key during
 // the read, so concurrent deliveries of one key cost one read.
 //
 // # Restart

@@ -64,7 +64,7 @@ func TestCatalogOnTheBigtableEmulator(t *testing.T) {
 			t.Fatalf("before the rebuild: not a duplicate, or %d reads", s2.readRows.Load())
 		}
 		d2.rebuildFilters(context.Background())
-		if st := d2.Stats().(Stats); !st.Rebuilt || st.RebuildKeys != 501 {
+		if st := d2.Stats(); !st.Rebuilt || st.RebuildKeys != 501 {
 			t.Fatalf("rebuild: %+v", st)
 		}
 		if !isDup(t, d2, keyN(43)) || !isDup(t, d2, long) {
@@ -79,7 +79,7 @@ func TestCatalogOnTheBigtableEmulator(t *testing.T) {
 			}
 		}
 		d3 := newTest(t, btStore{client.Open(testTable)}, clk, Config{}, true)
-		if st := d3.Stats().(Stats); st.RebuildKeys != 0 {
+		if st := d3.Stats(); st.RebuildKeys != 0 {
 			t.Errorf("a rebuild after the window found %d keys", st.RebuildKeys)
 		}
 	})
@@ -157,11 +157,11 @@ func BenchmarkRebuild(b *testing.B) {
 	b.Logf("wrote %d catalog rows in %v", n, time.Since(start).Round(time.Millisecond))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		d := newDedupe(btStore{tbl}, zap.NewNop(), Config{Pipeline: "orders", Table: testTable, Now: clk.Now, Metrics: metrics.New().Pipeline("orders")})
+		d := newKeys(btStore{tbl}, zap.NewNop(), Config{Pipeline: "orders", Table: testTable, Now: clk.Now, Metrics: metrics.New().Pipeline("orders")})
 		cpu := processCPU()
 		d.rebuildFilters(context.Background())
 		b.ReportMetric((processCPU() - cpu).Seconds(), "client-cpu-s")
-		st := d.Stats().(Stats)
+		st := d.Stats()
 		if !st.Rebuilt || st.RebuildKeys != n {
 			b.Fatalf("rebuilt %v with %d keys", st.Rebuilt, st.RebuildKeys)
 		}

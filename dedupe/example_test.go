@@ -10,7 +10,7 @@ import (
 	"github.com/pubsink/pubsink/dedupe"
 )
 
-// The pipeline's use of a Dedupe: Run in the background, then per message
+// The pipeline's use of Keys: Run in the background, then per message
 // Claim, write the row, Commit; Close after the pipeline stopped.
 func ExampleNew() {
 	ctx := context.Background()
@@ -28,6 +28,7 @@ func ExampleNew() {
 	defer func() { stop(); d.Close(ctx) }()
 
 	claim, dup, err := d.Claim(ctx, "order-1234")
+	defer claim.Release() // does nothing once committed, or for a duplicate
 	switch {
 	case err != nil:
 		// transient: retry, or nack the message
@@ -38,6 +39,5 @@ func ExampleNew() {
 		if err := claim.Commit(ctx); err != nil {
 			// retry Commit, or nack: the row is rewritten on redelivery
 		}
-		// (or claim.Release() if the write failed)
 	}
 }

@@ -156,9 +156,9 @@ func (nopStore) scan(context.Context, bigtable.RowRange, bigtable.Timestamp, fun
 }
 func (nopStore) check(context.Context) error { return nil }
 
-// newTest returns a Dedupe on s with a fake clock, closed at the end of the
+// newTest returns Keys on s with a fake clock, closed at the end of the
 // test. Its filters are trusted from the start unless rebuild is false.
-func newTest(t testing.TB, s store, clk *clock, cfg Config, trusted bool) *Dedupe {
+func newTest(t testing.TB, s store, clk *clock, cfg Config, trusted bool) *Keys {
 	t.Helper()
 	if cfg.Pipeline == "" {
 		cfg.Pipeline = "orders"
@@ -168,7 +168,7 @@ func newTest(t testing.TB, s store, clk *clock, cfg Config, trusted bool) *Dedup
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New().Pipeline(cfg.Pipeline)
 	}
-	d := newDedupe(s, zap.NewNop(), cfg)
+	d := newKeys(s, zap.NewNop(), cfg)
 	t.Cleanup(func() { d.Close(context.Background()) })
 	if trusted {
 		d.rebuildFilters(context.Background())
@@ -177,17 +177,17 @@ func newTest(t testing.TB, s store, clk *clock, cfg Config, trusted bool) *Dedup
 }
 
 // claimNew claims key and fails unless it is new.
-func claimNew(t testing.TB, d *Dedupe, key string) *claim {
+func claimNew(t testing.TB, d *Keys, key string) Claim {
 	t.Helper()
 	c, dup, err := d.Claim(context.Background(), key)
 	if err != nil || dup {
 		t.Fatalf("Claim(%q) = dup %v, err %v; want a new key", key, dup, err)
 	}
-	return c.(*claim)
+	return c
 }
 
 // commitNew claims and commits key, which must be new.
-func commitNew(t testing.TB, d *Dedupe, key string) {
+func commitNew(t testing.TB, d *Keys, key string) {
 	t.Helper()
 	if err := claimNew(t, d, key).Commit(context.Background()); err != nil {
 		t.Fatalf("Commit(%q): %v", key, err)
@@ -196,7 +196,7 @@ func commitNew(t testing.TB, d *Dedupe, key string) {
 
 // commitRange claims and commits keyN(i) for i in [from, to), all new, from
 // 64 goroutines at once as a pipeline does (each Commit waits for a batch).
-func commitRange(t testing.TB, d *Dedupe, from, to int) {
+func commitRange(t testing.TB, d *Keys, from, to int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
@@ -226,7 +226,7 @@ func commitRange(t testing.TB, d *Dedupe, from, to int) {
 
 // isDup claims key and reports whether it is a duplicate; a new key is
 // released again.
-func isDup(t testing.TB, d *Dedupe, key string) bool {
+func isDup(t testing.TB, d *Keys, key string) bool {
 	t.Helper()
 	c, dup, err := d.Claim(context.Background(), key)
 	if err != nil {

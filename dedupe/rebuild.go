@@ -21,7 +21,7 @@ const rebuildScans = 8
 // acquisition of the lock that Claims take.
 const rebuildChunk = 512
 
-// rebuildStats describes the last rebuild (guarded by Dedupe.mu).
+// rebuildStats describes the last rebuild (guarded by Keys.mu).
 type rebuildStats struct {
 	took time.Duration
 	keys int64
@@ -38,7 +38,7 @@ type rebuildStats struct {
 // through Commit as usual, so the filters miss nothing once it ends. Keys
 // committed meanwhile by another process are not seen: see the doc.go
 // section on running one process per pipeline.
-func (d *Dedupe) rebuildFilters(ctx context.Context) {
+func (d *Keys) rebuildFilters(ctx context.Context) {
 	start := time.Now()
 	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
 	var keys atomic.Int64
@@ -60,7 +60,7 @@ func (d *Dedupe) rebuildFilters(ctx context.Context) {
 }
 
 // scanRange adds the keys of one bucket range to the filters.
-func (d *Dedupe) scanRange(ctx context.Context, rng keyRange, since bigtable.Timestamp, keys *atomic.Int64) error {
+func (d *Keys) scanRange(ctx context.Context, rng keyRange, since bigtable.Timestamp, keys *atomic.Int64) error {
 	type entry struct {
 		h  hashes
 		ns int64

@@ -88,7 +88,7 @@ type slice struct {
 // ring is the rolling set of slices that covers the window: with N slices
 // per window it keeps N+1 (the current one, partly filled, and the N before
 // it, the oldest partly expired), so that every key committed within the
-// window is in a live slice. It is not safe for concurrent use: Dedupe
+// window is in a live slice. It is not safe for concurrent use: Keys
 // guards it with its mutex.
 type ring struct {
 	width  int64 // nanoseconds of processing time per slice

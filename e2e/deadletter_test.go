@@ -30,6 +30,7 @@ import (
 	"github.com/pubsink/pubsink/sinks"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
 	"github.com/pubsink/pubsink/source"
+	"github.com/pubsink/pubsink/watermark"
 )
 
 // poison marks the payloads of crafted bad messages, so that a test can
@@ -260,6 +261,9 @@ type fixedWatermark time.Time
 func (w fixedWatermark) Watermark() time.Time                 { return time.Time(w) }
 func (fixedWatermark) Finished(*source.Message, time.Time)    {}
 func (fixedWatermark) WatchInFlight(func() (time.Time, bool)) {}
+func (fixedWatermark) Run(context.Context) error              { return nil }
+func (fixedWatermark) Close(context.Context) error            { return nil }
+func (fixedWatermark) Stats() watermark.Stats                 { return watermark.Stats{} }
 
 // TestLateDataIsDeadLetteredWithReasonLate wires a pipeline by hand, as the
 // app does, with a fixed watermark (the app has no tracker to inject), and

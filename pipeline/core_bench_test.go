@@ -87,7 +87,7 @@ func benchmarkCore(b *testing.B, mode string) {
 		go func() { defer close(ran); d.Run(ctx) }()
 		defer func() { cancel(); <-ran; d.Close(context.Background()) }()
 		// Claims read the catalog until the filters are rebuilt.
-		for !d.Stats().(dedupe.Stats).Rebuilt {
+		for !d.Stats().Rebuilt {
 			time.Sleep(time.Millisecond)
 		}
 		tr, err := watermark.NewTracker(nil, nil, zap.NewNop(), watermark.Config{
@@ -192,6 +192,7 @@ func (s *discardSink) Write(ctx context.Context, row *sinks.Row) error {
 }
 
 func (s *discardSink) Close(ctx context.Context) error { return s.batcher.Close(ctx) }
+func (s *discardSink) Check(context.Context) error     { return nil }
 
 // bttestClient starts an in-process bttest with the state table and
 // returns a data client on it.

@@ -66,6 +66,7 @@ type nopSink struct{}
 
 func (nopSink) Write(context.Context, *sinks.Row) error { return nil }
 func (nopSink) Close(context.Context) error             { return nil }
+func (nopSink) Check(context.Context) error             { return nil }
 
 // BenchmarkHandle is the pipeline's own per-message cost in at_least_once
 // mode, around a sink that returns at once: metrics, the in-flight

@@ -5,31 +5,74 @@ import (
 	"time"
 
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/dedupe"
+	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
+	"github.com/pubsink/pubsink/watermark"
 )
 
-// Deduper claims dedupe keys (package dedupe). It is nil in at_least_once
-// mode.
+// Deps are the parts a Pipeline is wired from, each named by what the
+// pipeline needs of it. Sink and Metrics are required; Dedupe, Tracker and
+// DeadLetter may be nil (at_least_once mode, no tracking subscription, no
+// dead-letter output): leave them unset rather than setting a typed nil.
+type Deps struct {
+	// Source delivers the messages; Run needs it, Handle does not.
+	Source Source
+	Sink   sinks.Sink
+	// Limits are the sink's sizes, checked before a write so that an
+	// oversized row is too_large instead of failing the batch it joins.
+	Limits     sinks.Limits
+	Dedupe     Deduper
+	Tracker    Tracker
+	DeadLetter DeadLetter
+	Metrics    *metrics.Pipeline
+	// Retry is the backoff of transient failures; zero means retry.Default.
+	Retry retry.Policy
+}
+
+// The lifecycle a part may have. Each part's interface below says which of
+// them it has; the pipeline calls them in a fixed order (Run, Close).
+
+// Runner is a part with background work of its own. Run blocks until ctx
+// ends, then returns nil; an error is a permanent failure of the part.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Closer is a part that holds buffered work or connections. Close flushes
+// and releases; it is idempotent and bounded by ctx, whose error it
+// returns when cut short.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
+// Source delivers a subscription's messages (package source).
+type Source interface {
+	// Run calls h for each delivery until receiveCtx ends, gives each
+	// handler workCtx, and returns once every handler has returned.
+	Run(receiveCtx, workCtx context.Context, h source.Handler) error
+	// Receiving reports whether the subscription is being pulled.
+	Receiving() bool
+}
+
+// Deduper claims dedupe keys (package dedupe).
 type Deduper interface {
 	// Claim reports whether key was committed within the window (dup). If
 	// not, the caller holds key until it calls Commit or Release on the
 	// returned Claim; a concurrent Claim of the same key waits for that.
 	// Errors are transient (the catalog could not be read) or ctx's.
-	Claim(ctx context.Context, key string) (c Claim, dup bool, err error)
-}
-
-// Claim is a held dedupe key.
-type Claim interface {
-	// Commit records the key durably and releases it. Call it only after
-	// the row is durable: a key recorded for data that never landed loses
-	// the message. On error the key stays held: retry Commit, or Release.
-	Commit(ctx context.Context) error
-	// Release gives the key up without recording it; a waiter proceeds.
-	Release()
+	Claim(ctx context.Context, key string) (c dedupe.Claim, dup bool, err error)
+	// Run rebuilds the filters, then keeps them rotating.
+	Runner
+	// Close flushes the catalog records still queued.
+	Closer
+	// Stats are the filters' and the catalog's figures, for /status.
+	Stats() dedupe.Stats
 }
 
 // Tracker is the event-time watermark of the pipeline (package watermark).
-// It is nil when the pipeline has no tracking subscription.
 type Tracker interface {
 	// Watermark is the current watermark; the zero time until known.
 	Watermark() time.Time
@@ -41,6 +84,12 @@ type Tracker interface {
 	// when it holds none. The tracker reads it at its own pace, not per
 	// message. New calls it once, before any message is handled.
 	WatchInFlight(oldest func() (time.Time, bool))
+	// Run reads the tracking subscription and advances the watermark.
+	Runner
+	// Close stores the final watermark.
+	Closer
+	// Stats are the tracker's bookkeeping figures, for /status.
+	Stats() watermark.Stats
 }
 
 // DeadLetter sends copies of messages that can never be written (package
@@ -48,4 +97,6 @@ type Tracker interface {
 type DeadLetter interface {
 	// Send returns nil once the output confirmed a durable copy of m.
 	Send(ctx context.Context, m *source.Message, reason deadletter.Reason, cause error) error
+	// Close flushes the copies being sent.
+	Closer
 }

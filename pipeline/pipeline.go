@@ -10,27 +10,11 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
-	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/retry"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 )
-
-// Deps are the parts a Pipeline is wired from. Sink and Metrics are
-// required; Dedupe, Tracker and DeadLetter may be nil (at_least_once mode,
-// no tracking subscription, no dead-letter output).
-type Deps struct {
-	// Source delivers the messages; Run needs it, Handle does not.
-	Source     *source.Source
-	Sink       sinks.Sink
-	Limits     sinks.Limits
-	Dedupe     Deduper
-	Tracker    Tracker
-	DeadLetter DeadLetter
-	Metrics    *metrics.Pipeline
-	// Retry is the backoff of transient failures; zero means retry.Default.
-	Retry retry.Policy
-}
 
 // Pipeline processes the messages of one subscription: decode, dedupe,
 // write, finish. Its Handle method is the source's handler.
@@ -102,7 +86,11 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 		return p.deadLetter(ctx, m, bad.reason, bad.err)
 	}
 
-	var claim Claim
+	// The key is held from here until process returns: Commit ends the
+	// hold on the success path, and the deferred Release (which does
+	// nothing after Commit) on every other.
+	var claim dedupe.Claim
+	defer func() { claim.Release() }() // a closure: claim is set below
 	if p.deps.Dedupe != nil {
 		var dup bool
 		err := p.retry.Do(ctx, transient(ctx), func() (err error) {
@@ -123,10 +111,8 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 		p.deps.Metrics.Late.Inc()
 		switch p.cfg.Watermark.LateData {
 		case config.LateDrop:
-			release(claim)
 			return Dropped
 		case config.LateDeadLetter:
-			release(claim)
 			return p.deadLetter(ctx, m, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
 		}
 	}
@@ -135,32 +121,23 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 		return p.deps.Sink.Write(ctx, &r.row)
 	}, p.logRetry(m, "sink write"))
 	if err != nil {
-		release(claim)
 		if sinks.IsRejected(err) {
 			return p.deadLetter(ctx, m, deadletter.SinkRejected, err)
 		}
 		return Retry
 	}
 
-	if claim != nil {
+	if claim.Held() {
 		// The row is durable; now the key. If recording it fails for good,
 		// the message is redelivered and rewrites the same cells: harmless.
 		err := p.retry.Do(ctx, transient(ctx), func() error {
 			return claim.Commit(ctx)
 		}, p.logRetry(m, "dedupe commit"))
 		if err != nil {
-			claim.Release()
 			return Retry
 		}
 	}
 	return Committed
-}
-
-// release gives up a held dedupe key, if any.
-func release(c Claim) {
-	if c != nil {
-		c.Release()
-	}
 }
 
 // isLate reports whether an event time is behind the watermark by more than

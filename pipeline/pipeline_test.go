@@ -13,10 +13,12 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/retry"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
+	"github.com/pubsink/pubsink/watermark"
 )
 
 // fakeSink records rows; fail, if set, decides each write's error.
@@ -44,6 +46,7 @@ func (s *fakeSink) Write(_ context.Context, row *sinks.Row) error {
 }
 
 func (s *fakeSink) Close(context.Context) error { return nil }
+func (s *fakeSink) Check(context.Context) error { return nil }
 
 type sent struct {
 	id     string
@@ -66,42 +69,63 @@ func (d *fakeDeadLetter) Send(_ context.Context, m *source.Message, reason deadl
 	return nil
 }
 
-// fakeDedupe keeps committed keys in a map.
+func (d *fakeDeadLetter) Close(context.Context) error { return nil }
+
+// fakeDedupe keeps committed keys in a map. It counts the Releases that
+// ended a hold, as the real one would: a Release after Commit, or a second
+// one, is not counted.
 type fakeDedupe struct {
 	mu        sync.Mutex
 	committed map[string]bool
+	held      map[string]uint64 // key → token of its hold
+	tokens    uint64
 	released  int
 	commitErr error
 }
 
-func (d *fakeDedupe) Claim(_ context.Context, key string) (Claim, bool, error) {
+func (d *fakeDedupe) Claim(_ context.Context, key string) (dedupe.Claim, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.committed[key] {
-		return nil, true, nil
+		return dedupe.Claim{}, true, nil
 	}
-	return &fakeClaim{d, key}, false, nil
+	if d.held == nil {
+		d.held = map[string]uint64{}
+	}
+	d.tokens++
+	d.held[key] = d.tokens
+	return dedupe.NewClaim(d, key, d.tokens), false, nil
 }
 
-type fakeClaim struct {
-	d   *fakeDedupe
-	key string
-}
-
-func (c *fakeClaim) Commit(context.Context) error {
-	c.d.mu.Lock()
-	defer c.d.mu.Unlock()
-	if c.d.commitErr != nil {
-		return c.d.commitErr
+func (d *fakeDedupe) Commit(_ context.Context, key string, token uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held[key] != token {
+		return errors.New("fake dedupe: commit of a key not held")
 	}
-	if c.d.committed == nil {
-		c.d.committed = map[string]bool{}
+	if d.commitErr != nil {
+		return d.commitErr
 	}
-	c.d.committed[c.key] = true
+	if d.committed == nil {
+		d.committed = map[string]bool{}
+	}
+	d.committed[key] = true
+	delete(d.held, key)
 	return nil
 }
 
-func (c *fakeClaim) Release() { c.d.mu.Lock(); c.d.released++; c.d.mu.Unlock() }
+func (d *fakeDedupe) Release(key string, token uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held[key] == token {
+		delete(d.held, key)
+		d.released++
+	}
+}
+
+func (d *fakeDedupe) Run(context.Context) error   { return nil }
+func (d *fakeDedupe) Close(context.Context) error { return nil }
+func (d *fakeDedupe) Stats() dedupe.Stats         { return dedupe.Stats{} }
 
 type fakeTracker struct {
 	wm       time.Time
@@ -119,6 +143,10 @@ func (t *fakeTracker) Finished(m *source.Message, _ time.Time) {
 	t.finished = append(t.finished, m.ID)
 	t.mu.Unlock()
 }
+
+func (t *fakeTracker) Run(context.Context) error   { return nil }
+func (t *fakeTracker) Close(context.Context) error { return nil }
+func (t *fakeTracker) Stats() watermark.Stats      { return watermark.Stats{} }
 
 var fastRetry = retry.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond}
 
@@ -465,5 +493,48 @@ func TestCommitFailingUntilShutdownReleasesTheKeyAndNacks(t *testing.T) {
 	}
 	if len(sink.rows) != 1 || dedupe.released != 1 {
 		t.Fatalf("rows=%d released=%d; want the row written and the key released", len(sink.rows), dedupe.released)
+	}
+}
+
+// TestEveryOutcomeEndsTheHold: process holds a claimed key from the Claim
+// to its return, whatever the outcome, and only a committed row records it.
+func TestEveryOutcomeEndsTheHold(t *testing.T) {
+	rejected := func(int, *sinks.Row) error {
+		return &sinks.RejectedError{Err: status.Error(codes.InvalidArgument, "bad row")}
+	}
+	unavailable := func(int, *sinks.Row) error { return status.Error(codes.Unavailable, "down") }
+	cases := []struct {
+		name      string
+		fail      func(int, *sinks.Row) error
+		watermark time.Time
+		ack       bool
+		committed int
+		released  int
+	}{
+		{"committed: recorded, not released", nil, time.Time{}, true, 1, 0},
+		{"sink rejection: dead-lettered and released", rejected, time.Time{}, true, 0, 1},
+		{"outage until shutdown: nacked and released", unavailable, time.Time{}, false, 0, 1},
+		{"late: dropped and released", nil, eventTime.Add(time.Hour), true, 0, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Watermark.LateData = config.LateDrop
+			d := &fakeDedupe{}
+			deps := Deps{Sink: &fakeSink{fail: c.fail}, Dedupe: d, DeadLetter: &fakeDeadLetter{}}
+			if !c.watermark.IsZero() {
+				deps.Tracker = &fakeTracker{wm: c.watermark}
+			}
+			p, _ := newTestPipeline(t, cfg, deps)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			if got := p.Handle(ctx, order("o1", "c9", `{"amount": 1}`)); got != c.ack {
+				t.Fatalf("ack = %v, want %v", got, c.ack)
+			}
+			if len(d.held) != 0 || len(d.committed) != c.committed || d.released != c.released {
+				t.Fatalf("held %v, committed %v, released %d; want none held, %d committed, %d released",
+					d.held, d.committed, d.released, c.committed, c.released)
+			}
+		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/watermark"
 )
 
 // Status is the state of one pipeline as /status shows it.
@@ -31,10 +33,10 @@ type Status struct {
 
 	// Dedupe is the dedupe state (filter fill, estimated false-positive
 	// rate, catalog lookups), when the pipeline dedupes.
-	Dedupe any `json:"dedupe,omitempty"`
+	Dedupe *dedupe.Stats `json:"dedupe,omitempty"`
 	// Tracker is the watermark tracker's bookkeeping (pending messages,
 	// frontier), when the pipeline tracks a watermark.
-	Tracker any `json:"tracker,omitempty"`
+	Tracker *watermark.Stats `json:"tracker,omitempty"`
 }
 
 // Status reports the pipeline's counts and times. The counts are read from
@@ -67,14 +69,13 @@ func (p *Pipeline) Status() Status {
 			s.Watermark, s.WatermarkLagSeconds = &wm, &lag
 		}
 	}
-	if st, ok := p.deps.Dedupe.(statser); ok {
-		s.Dedupe = st.Stats()
+	if p.deps.Dedupe != nil {
+		st := p.deps.Dedupe.Stats()
+		s.Dedupe = &st
 	}
-	if st, ok := p.deps.Tracker.(statser); ok {
-		s.Tracker = st.Stats()
+	if p.deps.Tracker != nil {
+		st := p.deps.Tracker.Stats()
+		s.Tracker = &st
 	}
 	return s
 }
-
-// statser is a part that reports its own state for /status.
-type statser interface{ Stats() any }

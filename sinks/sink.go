@@ -42,6 +42,9 @@ type Sink interface {
 	// Close flushes what is pending and releases the sink. It is idempotent
 	// and bounded by ctx.
 	Close(ctx context.Context) error
+	// Check returns nil when the sink's backend answers and its table
+	// exists; readiness (/readyz) asks it. It writes nothing.
+	Check(ctx context.Context) error
 }
 
 // ErrClosed is returned, wrapped, by Write once Close has been called: the

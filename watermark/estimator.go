@@ -286,29 +286,32 @@ type Stats struct {
 	// Pending is the number of messages the tracker received that the
 	// pipeline has not finished; OldestPending the publish second of the
 	// oldest (zero if none).
-	Pending       int64
-	OldestPending time.Time
+	Pending       int64     `json:"pending"`
+	OldestPending time.Time `json:"oldest_pending,omitzero"`
 	// Buckets and Bytes are the histogram's size and approximate memory.
-	Buckets int
-	Bytes   int64
+	Buckets int   `json:"buckets"`
+	Bytes   int64 `json:"bytes"`
 	// TrackerFrontier is the publish time before which the tracker is
 	// estimated to have received every message (zero while unknown).
-	TrackerFrontier time.Time
+	TrackerFrontier time.Time `json:"tracker_frontier,omitzero"`
 	// StartupGuard is true until the pipeline has finished every message
 	// published before tracking began (see doc.go, "Restart").
-	StartupGuard bool
+	StartupGuard bool `json:"startup_guard"`
 	// PreStartFinishedAfterGuard counts the ticks at which the pipeline
 	// finished a message published before the start after the guard had
 	// dropped: redeliveries of finished messages, or a guard dropped too
 	// early if any of them was judged late.
-	PreStartFinishedAfterGuard int64
+	PreStartFinishedAfterGuard int64 `json:"pre_start_finished_after_guard"`
 	// StreamBreaks counts the breaks of the tracking subscription's streams
 	// the tracker held the frontier for; HeldUntil is when the current
 	// hold ends (zero if none).
-	StreamBreaks int64
-	HeldUntil    time.Time
+	StreamBreaks int64     `json:"stream_breaks"`
+	HeldUntil    time.Time `json:"held_until,omitzero"`
 	// Duplicate and ignored arrivals, since the start.
-	DuplicateSeen, DuplicateFinished, IgnoredSeen, IgnoredFinished int64
+	DuplicateSeen     int64 `json:"duplicate_seen"`
+	DuplicateFinished int64 `json:"duplicate_finished"`
+	IgnoredSeen       int64 `json:"ignored_seen"`
+	IgnoredFinished   int64 `json:"ignored_finished"`
 }
 
 func (e *estimator) stats() Stats {

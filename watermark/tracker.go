@@ -411,6 +411,6 @@ func (t *Tracker) Close(ctx context.Context) error {
 	return t.closeErr
 }
 
-// Stats returns the tracker's bookkeeping figures (a Stats) as of the last
-// tick, for /status.
-func (t *Tracker) Stats() any { return t.est.stats() }
+// Stats returns the tracker's bookkeeping figures as of the last tick, for
+// /status.
+func (t *Tracker) Stats() Stats { return t.est.stats() }

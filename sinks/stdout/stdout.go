@@ -124,6 +124,9 @@ func (s *Sink) Close(ctx context.Context) error {
 	return s.flush()
 }
 
+// Check returns nil: a local writer has no backend to ask.
+func (s *Sink) Check(context.Context) error { return nil }
+
 func (s *Sink) flush() error {
 	if f, ok := s.w.(interface{ Flush() error }); ok {
 		if err := f.Flush(); err != nil {

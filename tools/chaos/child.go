@@ -166,12 +166,12 @@ type Status struct {
 }
 
 // TrackerStats is the part of /status's tracker figures the campaign
-// reports (watermark.Stats, which has no JSON tags).
+// reports (of watermark.Stats).
 type TrackerStats struct {
-	Pending         int64
-	StartupGuard    bool
-	IgnoredSeen     int64
-	IgnoredFinished int64
+	Pending         int64 `json:"pending"`
+	StartupGuard    bool  `json:"startup_guard"`
+	IgnoredSeen     int64 `json:"ignored_seen"`
+	IgnoredFinished int64 `json:"ignored_finished"`
 }
 
 // readStatus reads /status and returns the first pipeline's.

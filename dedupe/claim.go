@@ -1,0 +1,57 @@
+package dedupe
+
+import "context"
+
+// Claim is a held dedupe key, or nothing held: the zero Claim, which a
+// duplicate or a failed Claim returns. The caller keeps it by value and
+// ends the hold with Commit, once the row is durable, or Release.
+//
+// Release is safe at any time and any number of times: after Commit, after
+// another Release, and on the zero Claim it does nothing. So a caller
+// releases with one defer, and Commits on the success path.
+type Claim struct {
+	holder Holder
+	key    string
+	token  uint64
+}
+
+// Holder ends holds: the Keys that made a Claim, or, in a test of a
+// caller, a fake that makes its own (NewClaim).
+type Holder interface {
+	// Commit records key durably and ends the hold token on it. On error
+	// the hold stays: call Commit again, or Release. A hold that had ended
+	// already is an error.
+	Commit(ctx context.Context, key string, token uint64) error
+	// Release ends the hold token on key without a record, if it is still
+	// held; otherwise it does nothing.
+	Release(key string, token uint64)
+}
+
+// NewClaim returns the Claim of the hold token on key that h keeps.
+func NewClaim(h Holder, key string, token uint64) Claim {
+	return Claim{holder: h, key: key, token: token}
+}
+
+// Held reports whether c holds a key (it is not the zero Claim). It stays
+// true after the hold ended.
+func (c Claim) Held() bool { return c.holder != nil }
+
+// Commit records the key durably and ends the hold: waiting claims of the
+// key are duplicates. Call it only after the row is durable: a key
+// recorded for data that never landed loses the message. On error the key
+// stays held: retry Commit, or Release. Committing the zero Claim, or a
+// hold that has ended, is an error.
+func (c Claim) Commit(ctx context.Context) error {
+	if c.holder == nil {
+		return errNotHeld
+	}
+	return c.holder.Commit(ctx, c.key, c.token)
+}
+
+// Release gives the key up without recording it, if it is still held: a
+// waiting claim of the key proceeds. Otherwise it does nothing.
+func (c Claim) Release() {
+	if c.holder != nil {
+		c.holder.Release(c.key, c.token)
+	}
+}
