@@ -12,6 +12,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/deadletter/replay"
 	"github.com/pubsink/pubsink/internal/logging"
 )
 
@@ -120,7 +121,7 @@ func ReasonList() string {
 // some could not be replayed. A request that does not fit the file (no such
 // pipeline, no output, an unknown reason) is a *ConfigError.
 func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs io.Writer) error {
-	var opts deadletter.ReplayOptions
+	var opts replay.Options
 	if req.Reason != "" {
 		r, ok := deadletter.ParseReason(req.Reason)
 		if !ok {
@@ -168,7 +169,7 @@ func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs i
 		clients.Bigtable = bt
 	}
 
-	sum, err := deadletter.Replay(ctx, log, cfg, *p, clients, opts)
+	sum, err := replay.Run(ctx, log, cfg, *p, clients, opts)
 	if sum.To != "" { // the replay started
 		fmt.Fprint(out, sum)
 	}

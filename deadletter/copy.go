@@ -11,9 +11,9 @@ import (
 	"github.com/pubsink/pubsink/source"
 )
 
-// The attributes a dead-lettered message gains (DESIGN.md "Dead letter").
-// The File output uses the same names as JSON keys, the Table output the
-// names without the prefix as column qualifiers.
+// The attributes a dead-lettered message gains (docs/reference.md "Dead
+// letter"). The File output uses the same names as JSON keys, the Table
+// output the names without the prefix as column qualifiers.
 const (
 	AttrReason      = "pubsink_reason"
 	AttrError       = "pubsink_error"

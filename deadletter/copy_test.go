@@ -1,7 +1,6 @@
 package deadletter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,43 +15,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pubsink/pubsink/internal/state"
+	"github.com/pubsink/pubsink/source"
 )
 
-// TestTopicCopyCarriesTheContractAttributes checks the attribute set of
-// DESIGN.md "Dead letter" on a message published by the Topic output.
-func TestTopicCopyCarriesTheContractAttributes(t *testing.T) {
-	f := newFakes(t)
-	dl := f.outputs()[KindTopic]
-	out := f.open(f.pipeline("orders", dl))
-	m := message(7)
-	if err := out.Send(context.Background(), m, MissingField, errors.New(`row_key: attribute "customer" is missing`)); err != nil {
-		t.Fatal(err)
-	}
-	msgs := f.ps.Messages()
-	if len(msgs) != 1 {
-		t.Fatalf("%d messages published, want 1", len(msgs))
-	}
-	got := msgs[0]
-	want := map[string]string{
-		"id":                 "r007",
-		"kind":               "test",
-		"pubsink_reason":     "missing_field",
-		"pubsink_error":      `row_key: attribute "customer" is missing`,
-		"pubsink_pipeline":   "orders",
-		"pubsink_message_id": "1007",
-		// RFC 3339 in UTC, with the precision Pub/Sub gives.
-		"pubsink_publish_time": "2026-06-01T00:00:07.123456789Z",
-		"pubsink_failed_at":    "2026-06-02T03:04:05.000006Z",
-	}
-	if !maps.Equal(got.Attributes, want) {
-		t.Errorf("attributes:\n got %v\nwant %v", got.Attributes, want)
-	}
-	if string(got.Data) != string(m.Data) {
-		t.Errorf("data %q, want %q", got.Data, m.Data)
-	}
-	if got.Topic != "projects/p/topics/dlq" {
-		t.Errorf("published to %s", got.Topic)
-	}
+// original is the message these tests dead-letter, new at each call since
+// they change it.
+func original() *source.Message {
+	return &source.Message{ID: "1001", Data: []byte("payload 1 \x00\xff"), Attributes: map[string]string{"id": "r001", "kind": "test"},
+		PublishTime: time.Date(2026, 6, 1, 0, 0, 1, 123456789, time.UTC)}
 }
 
 func TestErrorTextFitsAnAttribute(t *testing.T) {
@@ -74,7 +44,7 @@ func TestErrorTextFitsAnAttribute(t *testing.T) {
 		}
 	})
 	t.Run("a copy without a cause has an empty error", func(t *testing.T) {
-		c := newCopy("p", message(1), Late, nil, time.Now())
+		c := newCopy("p", original(), Late, nil, time.Now())
 		if c.Error != "" {
 			t.Fatalf("%q", c.Error)
 		}
@@ -89,14 +59,14 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 		return proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes})
 	}
 	t.Run("a copy that fits is left whole", func(t *testing.T) {
-		c := newCopy("p", message(1), TooLarge, errors.New("x"), time.Now())
+		c := newCopy("p", original(), TooLarge, errors.New("x"), time.Now())
 		m := fitPubSub(c, topic)
-		if c.Truncated != "" || m.Attributes[AttrTruncated] != "" || string(m.Data) != string(message(1).Data) {
+		if c.Truncated != "" || m.Attributes[AttrTruncated] != "" || string(m.Data) != string(original().Data) {
 			t.Fatalf("cut: %q", c.Truncated)
 		}
 	})
 	t.Run("a payload at the limit loses its error text first, then its tail", func(t *testing.T) {
-		orig := message(1)
+		orig := original()
 		orig.Data = make([]byte, maxMessageBytes(topic)-50) // fits alone, not with the pubsink attributes
 		c := newCopy("p", orig, SinkRejected, errors.New(strings.Repeat("e", 900)), time.Now())
 		m := fitPubSub(c, topic)
@@ -115,7 +85,7 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 		}
 	})
 	t.Run("a payload near the limit keeps all its data when the error text makes room", func(t *testing.T) {
-		orig := message(1)
+		orig := original()
 		orig.Data = make([]byte, maxMessageBytes(topic)-600)
 		c := newCopy("p", orig, SinkRejected, errors.New(strings.Repeat("e", 1000)), time.Now())
 		m := fitPubSub(c, topic)
@@ -127,7 +97,7 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 		}
 	})
 	t.Run("94 attributes and the six pubsink ones fit exactly", func(t *testing.T) {
-		orig := message(1)
+		orig := original()
 		orig.Attributes = map[string]string{}
 		for i := range 94 {
 			orig.Attributes[fmt.Sprintf("a%02d", i)] = "v"
@@ -138,7 +108,7 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 		}
 	})
 	t.Run("too many attributes keeps the first in key order and says so", func(t *testing.T) {
-		orig := message(1)
+		orig := original()
 		orig.Attributes = map[string]string{}
 		for i := range 99 {
 			orig.Attributes[fmt.Sprintf("a%02d", i)] = "v"
@@ -155,7 +125,7 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 }
 
 func TestCopyFromAttributesRefusesForeignMessages(t *testing.T) {
-	c := newCopy("orders", message(3), BadEventTime, errors.New("bad ts"), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := newCopy("orders", original(), BadEventTime, errors.New("bad ts"), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	back, err := copyFromAttributes(c.Data, c.AllAttributes())
 	if err != nil {
 		t.Fatal(err)

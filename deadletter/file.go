@@ -1,10 +1,13 @@
 package deadletter
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -185,4 +188,144 @@ func copyFromLine(line []byte) (*Copy, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// The read side, as OpenReader returns it for a file output: a Reader of
+// the file and its marker file.
+
+// fileReader reads a file output line by line. Replayed copies are marked in
+// a marker file next to it (FILE.replayed, one JSON object per line), not
+// removed: the daemon may be appending to the file while replay runs, and
+// only appending is safe against that. Delete both files together once
+// nothing in them is wanted any more.
+type fileReader struct {
+	path  string
+	f     *os.File
+	r     *bufio.Reader
+	line  int
+	marks map[markKey]bool
+	mf    *os.File // the marker file, opened on the first remove
+	// torn says the marker file ends mid-line (a failed write): the next
+	// marks start on a new line.
+	torn bool
+}
+
+type markKey struct{ pipeline, messageID string }
+
+type markRecord struct {
+	Pipeline   string `json:"pubsink_pipeline"`
+	MessageID  string `json:"pubsink_message_id"`
+	ReplayedAt string `json:"replayed_at"`
+}
+
+// markerPath is the marker file of a dead-letter file.
+func markerPath(path string) string { return path + ".replayed" }
+
+func openFileReader(path string) (*fileReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter file: %w", err)
+	}
+	s := &fileReader{path: path, f: f, r: bufio.NewReaderSize(f, 1<<20), marks: map[markKey]bool{}}
+	if err := s.readMarks(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *fileReader) readMarks() error {
+	b, err := os.ReadFile(markerPath(s.path))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replay marker file: %w", err)
+	}
+	s.torn = len(b) > 0 && b[len(b)-1] != '\n'
+	for line := range bytes.Lines(b) {
+		var m markRecord
+		if json.Unmarshal(line, &m) == nil { // a torn last line marks nothing
+			s.marks[markKey{m.Pipeline, m.MessageID}] = true
+		}
+	}
+	return nil
+}
+
+// Next reads up to n lines not marked replayed. See Reader.
+func (s *fileReader) Next(_ context.Context, n int) ([]*Entry, error) {
+	var out []*Entry
+	for len(out) < n {
+		line, err := s.r.ReadBytes('\n')
+		if err == io.EOF {
+			// A last line without its newline is being written, or was torn
+			// by a failed write that the next write fenced off: not a copy
+			// yet either way.
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", s.path, err)
+		}
+		s.line++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		c, err := copyFromLine(line)
+		if err == nil && s.marks[markKey{c.Pipeline, c.MessageID}] {
+			continue // replayed before
+		}
+		out = append(out, &Entry{Copy: c, Err: err, Location: fmt.Sprintf("%s line %d", s.path, s.line)})
+	}
+	return out, nil
+}
+
+// Remove marks es as replayed in the marker file and fsyncs it. See
+// Reader.
+func (s *fileReader) Remove(_ context.Context, es []*Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	if s.mf == nil {
+		path := markerPath(s.path)
+		_, statErr := os.Stat(path)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		if errors.Is(statErr, os.ErrNotExist) {
+			if err := syncDir(filepath.Dir(path)); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		s.mf = f
+	}
+	var buf []byte
+	if s.torn {
+		buf = append(buf, '\n')
+	}
+	now := formatTime(time.Now())
+	for _, e := range es {
+		b, _ := json.Marshal(markRecord{Pipeline: e.Copy.Pipeline, MessageID: e.Copy.MessageID, ReplayedAt: now})
+		buf = append(append(buf, b...), '\n')
+		s.marks[markKey{e.Copy.Pipeline, e.Copy.MessageID}] = true
+	}
+	if _, err := s.mf.Write(buf); err != nil {
+		s.torn = true
+		return err
+	}
+	s.torn = false
+	return s.mf.Sync()
+}
+
+// Release has nothing to do: a line stays until it is marked. See Reader.
+func (s *fileReader) Release(context.Context, []*Entry) error { return nil }
+
+// Close closes the file and the marker file. See Reader.
+func (s *fileReader) Close() error {
+	var err error
+	if s.mf != nil {
+		err = s.mf.Close()
+	}
+	return errors.Join(s.f.Close(), err)
 }

@@ -1,4 +1,4 @@
-package deadletter
+package deadletter_test
 
 import (
 	"bytes"
@@ -10,30 +10,31 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/deadletter/internal/dltest"
+	"github.com/pubsink/pubsink/deadletter/replay"
 )
 
 // TestFileBatchesABurstIntoFewFsyncs: concurrent sends share writes and
 // fsyncs (a group commit), and every send still returns only after the
 // fsync that covers its line.
 func TestFileBatchesABurstIntoFewFsyncs(t *testing.T) {
-	f := newFakes(t)
-	path := filepath.Join(f.dir, "burst.jsonl")
-	out := f.open(f.pipeline("orders", config.DeadLetter{File: path})).(*File)
+	f := dltest.New(t)
+	path := filepath.Join(f.Dir, "burst.jsonl")
+	out := open(f, f.Pipeline("orders", config.DeadLetter{File: path})).(*deadletter.File)
 	const n = 500
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if err := out.Send(context.Background(), message(i), InvalidPayload, nil); err != nil {
+			if err := out.Send(context.Background(), dltest.Message(i), deadletter.InvalidPayload, nil); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	syncs := out.syncs.Load()
+	syncs := deadletter.FileSyncs(out)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +52,11 @@ func TestFileBatchesABurstIntoFewFsyncs(t *testing.T) {
 // write starts on a new line, so the damage stays one malformed line that
 // replay reports, and later copies read back whole.
 func TestFileFencesATornLine(t *testing.T) {
-	f := newFakes(t)
-	path := filepath.Join(f.dir, "torn.jsonl")
-	p := f.pipeline("orders", config.DeadLetter{File: path})
-	out := f.open(p).(*File)
-	if err := out.Send(context.Background(), message(1), Late, nil); err != nil {
+	f := dltest.New(t)
+	path := filepath.Join(f.Dir, "torn.jsonl")
+	p := f.Pipeline("orders", config.DeadLetter{File: path})
+	out := open(f, p).(*deadletter.File)
+	if err := out.Send(context.Background(), dltest.Message(1), deadletter.Late, nil); err != nil {
 		t.Fatal(err)
 	}
 	// What a write cut short by a full disk leaves.
@@ -65,13 +66,13 @@ func TestFileFencesATornLine(t *testing.T) {
 	}
 	raw.WriteString(`{"pubsink_reason":"la`)
 	raw.Close()
-	out.partial = true
+	deadletter.TearFile(out)
 
-	if err := out.Send(context.Background(), message(2), Late, nil); err != nil {
+	if err := out.Send(context.Background(), dltest.Message(2), deadletter.Late, nil); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	sum, err := Replay(context.Background(), zap.NewNop(), f.cfg, p, f.clients(), ReplayOptions{DryRun: true, Out: &buf})
+	sum, err := replay.Run(context.Background(), zap.NewNop(), f.Cfg, p, f.Clients(), replay.Options{DryRun: true, Out: &buf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,21 +81,5 @@ func TestFileFencesATornLine(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "torn.jsonl line 2") {
 		t.Errorf("the malformed line is not named:\n%s", buf.String())
-	}
-}
-
-// TestTopicWithoutSubscriptionIsAWarning: Pub/Sub drops what is published
-// to a topic nobody subscribes to, so Open says so.
-func TestTopicWithoutSubscriptionIsAWarning(t *testing.T) {
-	f := newFakes(t)
-	f.topic("lonely")
-	core, logs := observer.New(zapcore.WarnLevel)
-	out, err := Open(context.Background(), zap.New(core), f.cfg, f.pipeline("orders", config.DeadLetter{Topic: "lonely"}), f.clients())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close(context.Background())
-	if logs.FilterMessageSnippet("has no subscription").Len() != 1 {
-		t.Fatalf("no warning; logs: %v", logs.All())
 	}
 }

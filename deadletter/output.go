@@ -64,8 +64,8 @@ func Kind(d config.DeadLetter) string {
 	return ""
 }
 
-// ErrNoOutput is returned by Open and Replay for a pipeline whose
-// configuration names no dead_letter output.
+// ErrNoOutput is returned by Open and OpenReader (and so by package
+// replay) for a pipeline whose configuration names no dead_letter output.
 var ErrNoOutput = errors.New("no dead_letter output is configured (topic, bigtable_table or file)")
 
 // errClosed is returned by Send after Close.
@@ -109,14 +109,17 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pip
 	return nil, ErrNoOutput
 }
 
-// sendTimeout bounds the I/O of one batched write of the Table output,
-// the client's own retries included (the Bigtable client retries a failed
+// sendTimeout bounds the I/O of one batched write of the Table output, and
+// of one delete of its reader, the client's own retries included (the Bigtable client retries a failed
 // ApplyBulk until its context ends). The pipeline retries a failed Send
 // with its backoff, so one layer does not loop forever inside the other.
 const sendTimeout = 30 * time.Second
 
-// describe names an output for errors and the replay summary.
-func describe(cfg *config.Config, p config.Pipeline) string {
+// Describe names the dead-letter output of p for messages, as the replay
+// summary shows it: "dead-letter topic projects/P/topics/T", "dead-letter
+// table T in instance I", "dead-letter file PATH", or "no dead-letter
+// output".
+func Describe(cfg *config.Config, p config.Pipeline) string {
 	switch Kind(p.DeadLetter) {
 	case KindTopic:
 		return fmt.Sprintf("dead-letter topic %s", cfg.TopicName(p.DeadLetter.Topic))

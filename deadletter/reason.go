@@ -5,7 +5,7 @@ package deadletter
 // pubsink_messages_dead_lettered_total.
 type Reason string
 
-// The reasons of DESIGN.md "Dead letter".
+// The reasons of docs/reference.md "Dead letter".
 const (
 	// InvalidPayload: a {data.…} placeholder needs JSON and the payload is not.
 	InvalidPayload Reason = "invalid_payload"

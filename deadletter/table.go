@@ -180,3 +180,81 @@ func copyFromRow(r bigtable.Row) (*Copy, error) {
 	}
 	return c, nil
 }
+
+// The read side, as OpenReader returns it for a table output: a Reader of
+// the pipeline's rows.
+
+// tableReader reads a pipeline's rows of a table output in key order.
+type tableReader struct {
+	table    *bigtable.Table
+	name     string
+	prefix   string
+	start    string // the next read starts here
+	finished bool
+}
+
+func openTableReader(ctx context.Context, client *bigtable.Client, name, pipeline string) (*tableReader, error) {
+	s := &tableReader{table: client.Open(name), name: name, prefix: tablePrefix(pipeline)}
+	s.start = s.prefix
+	_, err := s.table.ReadRow(ctx, "\x00pubsink-check\x00")
+	if status.Code(err) == codes.NotFound {
+		return nil, fmt.Errorf("dead-letter table %s does not exist: %w", name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter table %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// Next reads the next n of the pipeline's rows. See Reader.
+func (s *tableReader) Next(ctx context.Context, n int) ([]*Entry, error) {
+	if s.finished {
+		return nil, nil
+	}
+	var out []*Entry
+	// '$' follows '#': the range is every key with the prefix.
+	end := s.prefix[:len(s.prefix)-1] + "$"
+	err := s.table.ReadRows(ctx, bigtable.NewRange(s.start, end), func(r bigtable.Row) bool {
+		c, err := copyFromRow(r)
+		out = append(out, &Entry{Copy: c, Err: err, Location: "row " + r.Key(), ref: r.Key()})
+		s.start = r.Key() + "\x00"
+		return true
+	}, bigtable.LimitRows(int64(n)), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	if err != nil {
+		return nil, fmt.Errorf("read table %s: %w", s.name, err)
+	}
+	if len(out) < n {
+		s.finished = true
+	}
+	return out, nil
+}
+
+// Remove deletes the rows of es. See Reader.
+func (s *tableReader) Remove(ctx context.Context, es []*Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	keys := make([]string, len(es))
+	muts := make([]*bigtable.Mutation, len(es))
+	for i, e := range es {
+		keys[i] = e.ref
+		muts[i] = bigtable.NewMutation()
+		muts[i].DeleteRow()
+	}
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	errs, err := s.table.ApplyBulk(ctx, keys, muts)
+	if err != nil {
+		return fmt.Errorf("delete rows from %s: %w", s.name, err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			return fmt.Errorf("delete row %q from %s: %w", keys[i], s.name, e)
+		}
+	}
+	return nil
+}
+
+// Release and Close have nothing to do for a table. See Reader.
+func (s *tableReader) Release(context.Context, []*Entry) error { return nil }
+func (s *tableReader) Close() error                            { return nil }

@@ -198,3 +198,151 @@ func fitPubSub(c *Copy, topic string) *pubsub.Message {
 	}
 	return &pubsub.Message{Data: c.Data, Attributes: c.AllAttributes()}
 }
+
+// The read side, as OpenReader returns it for a topic output: a Reader of
+// the replay subscription.
+
+// Pulling the replay subscription: Pub/Sub may answer a Pull with no
+// messages while some remain, so the subscription counts as drained only
+// after pullEmptyRounds pulls in a row brought nothing new, each waiting up
+// to pullWait.
+const (
+	pullWait        = 3 * time.Second
+	pullEmptyRounds = 2
+	// replayLease is the ack deadline of the copies a replay holds: long
+	// enough that copies it skips are not redelivered to it while it runs
+	// (Pub/Sub's maximum).
+	replayLease = 600
+	// ackChunk bounds the ack IDs of one Acknowledge or ModifyAckDeadline
+	// request (Pub/Sub caps a request at 512 KB).
+	ackChunk = 500
+)
+
+// topicReader pulls copies from the replay subscription of a topic output.
+type topicReader struct {
+	log    *zap.Logger
+	client *pubsub.Client
+	sub    string
+	// seen holds the Pub/Sub IDs of the copies returned so far; a copy
+	// pulled again (its lease ran out) is not returned twice.
+	seen map[string]bool
+	// removed holds the copies acked; redelivered acks IDs of those are
+	// acked, of the others released at the end.
+	removed map[string]bool
+	again   []string          // ack IDs of redeliveries to release at the end
+	copyIDs map[string]string // ack ID → Pub/Sub ID of the copies returned
+}
+
+func openTopicReader(ctx context.Context, log *zap.Logger, client *pubsub.Client, sub string) (*topicReader, error) {
+	_, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	if status.Code(err) == codes.NotFound {
+		return nil, fmt.Errorf("replay subscription %s does not exist (`pubsink setup` creates it on the dead-letter topic; set dead_letter.subscription to use another)", sub)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replay subscription %s: %w", sub, err)
+	}
+	return &topicReader{log: log, client: client, sub: sub, seen: map[string]bool{}, removed: map[string]bool{}, copyIDs: map[string]string{}}, nil
+}
+
+// Next pulls up to n copies not returned before and holds them for
+// replayLease. See Reader.
+func (s *topicReader) Next(ctx context.Context, n int) ([]*Entry, error) {
+	for empty := 0; empty < pullEmptyRounds; empty++ {
+		pctx, cancel := context.WithTimeout(ctx, pullWait)
+		resp, err := s.client.SubscriptionAdminClient.Pull(pctx, &pubsubpb.PullRequest{Subscription: s.sub, MaxMessages: int32(n)})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
+			continue // nothing within pullWait
+		case err != nil:
+			return nil, fmt.Errorf("pull %s: %w", s.sub, err)
+		}
+		var out []*Entry
+		var fresh, ack []string
+		for _, rm := range resp.ReceivedMessages {
+			id := rm.GetMessage().GetMessageId()
+			switch {
+			case s.removed[id]:
+				ack = append(ack, rm.AckId)
+			case s.seen[id]:
+				s.again = append(s.again, rm.AckId)
+				fresh = append(fresh, rm.AckId)
+			default:
+				s.seen[id] = true
+				s.copyIDs[rm.AckId] = id
+				fresh = append(fresh, rm.AckId)
+				c, err := copyFromAttributes(rm.Message.Data, rm.Message.Attributes)
+				out = append(out, &Entry{Copy: c, Err: err, Location: "dead-letter message " + id, ref: rm.AckId})
+			}
+		}
+		// Hold what this replay keeps until it releases it, so that it is
+		// not pulled again meanwhile.
+		if err := s.modify(ctx, fresh, replayLease); err != nil {
+			return nil, err
+		}
+		if err := s.ack(ctx, ack); err != nil {
+			return nil, err
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	return nil, nil
+}
+
+// Remove acks es. See Reader.
+func (s *topicReader) Remove(ctx context.Context, es []*Entry) error {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ref
+		s.removed[s.copyIDs[e.ref]] = true
+	}
+	return s.ack(ctx, ids)
+}
+
+// Release ends the lease of es and of the redeliveries held. See Reader.
+func (s *topicReader) Release(ctx context.Context, es []*Entry) error {
+	ids := append([]string(nil), s.again...)
+	for _, e := range es {
+		ids = append(ids, e.ref)
+	}
+	s.again = nil
+	return s.modify(ctx, ids, 0)
+}
+
+// Close does nothing: the client is the caller's. See Reader.
+func (s *topicReader) Close() error { return nil }
+
+func (s *topicReader) ack(ctx context.Context, ids []string) error {
+	for c := range chunks(ids) {
+		if err := s.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: s.sub, AckIds: c}); err != nil {
+			return fmt.Errorf("acknowledge on %s: %w", s.sub, err)
+		}
+	}
+	return nil
+}
+
+func (s *topicReader) modify(ctx context.Context, ids []string, seconds int32) error {
+	for c := range chunks(ids) {
+		err := s.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{Subscription: s.sub, AckIds: c, AckDeadlineSeconds: seconds})
+		if err != nil {
+			return fmt.Errorf("modify ack deadline on %s: %w", s.sub, err)
+		}
+	}
+	return nil
+}
+
+// chunks yields ids in slices of at most ackChunk.
+func chunks(ids []string) func(func([]string) bool) {
+	return func(yield func([]string) bool) {
+		for len(ids) > 0 {
+			n := min(len(ids), ackChunk)
+			if !yield(ids[:n]) {
+				return
+			}
+			ids = ids[n:]
+		}
+	}
+}

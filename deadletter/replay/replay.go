@@ -1,4 +1,4 @@
-package deadletter
+package replay
 
 import (
 	"context"
@@ -8,19 +8,21 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/source"
 )
 
-// ReplayOptions are the choices of `pubsink deadletter replay`.
-type ReplayOptions struct {
+// Options are the choices of `pubsink deadletter replay`.
+type Options struct {
 	// Reason, if set, replays only copies dead-lettered for it; the others
 	// are skipped and left in the output.
-	Reason Reason
+	Reason deadletter.Reason
 	// Limit, if positive, stops after this many copies were replayed.
 	Limit int
 	// DryRun reads and reports but republishes nothing and leaves every
@@ -45,7 +47,7 @@ type Summary struct {
 	Duplicates int
 	// Skipped counts the copies left in place by the --reason filter, by
 	// reason.
-	Skipped map[Reason]int
+	Skipped map[deadletter.Reason]int
 	// OtherPipelines counts copies of other pipelines sharing the output,
 	// left in place.
 	OtherPipelines int
@@ -83,33 +85,12 @@ func (s Summary) String() string {
 	return b.String()
 }
 
-// replayBatch is how many copies are read, republished and removed at a
+// batchSize is how many copies are read, republished and removed at a
 // time: large enough to amortise the round trips, small enough that a
 // batch is done well within an ack deadline.
-const replayBatch = 100
+const batchSize = 100
 
-// store is the replay side of one output: a private seam, one per kind.
-type store interface {
-	// next returns up to n copies this replay has not returned before; none
-	// once the output has no more.
-	next(ctx context.Context, n int) ([]*entry, error)
-	// remove acks, deletes or marks copies whose originals were republished
-	// (or that duplicate one that was).
-	remove(ctx context.Context, es []*entry) error
-	// release leaves copies in the output for a later replay.
-	release(ctx context.Context, es []*entry) error
-	close() error
-}
-
-// entry is one copy read by a store.
-type entry struct {
-	copy *Copy
-	bad  error  // not a readable copy: copy is nil
-	id   string // where the copy is, for messages: ack ID, row key, line
-	ref  string // the store's handle: ack ID, row key, marker key
-}
-
-// Replay republishes the originals of p's dead-letter copies to p's topic
+// Run republishes the originals of p's dead-letter copies to p's topic
 // (source.topic, else the topic of source.subscription), with their
 // original data and attributes (every pubsink_* attribute removed), and
 // removes each copy (acks it, deletes its row, or marks its line as
@@ -119,15 +100,16 @@ type entry struct {
 // file output with its marker file (FILE.replayed).
 //
 // It returns the summary and an error if reading or removing failed (the
-// summary then says how far it got), or ErrNoOutput. Copies that could not
-// be republished are counted in Summary.Failed and are not an error.
+// summary then says how far it got), or deadletter.ErrNoOutput. Copies
+// that could not be republished are counted in Summary.Failed and are not
+// an error.
 // Republished originals whose copy could not be removed are republished
 // again by a later replay: with an id_attribute, dedupe makes that
 // harmless.
-func Replay(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients, opts ReplayOptions) (Summary, error) {
-	sum := Summary{From: describe(cfg, p), Skipped: map[Reason]int{}, DryRun: opts.DryRun}
-	if Kind(p.DeadLetter) == "" {
-		return sum, ErrNoOutput
+func Run(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients deadletter.Clients, opts Options) (Summary, error) {
+	sum := Summary{From: deadletter.Describe(cfg, p), Skipped: map[deadletter.Reason]int{}, DryRun: opts.DryRun}
+	if deadletter.Kind(p.DeadLetter) == "" {
+		return sum, deadletter.ErrNoOutput
 	}
 	if clients.PubSub == nil {
 		return sum, errors.New("replay needs a Pub/Sub client")
@@ -141,22 +123,22 @@ func Replay(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.P
 		return sum, err
 	}
 	sum.To = "topic " + target
-	st, err := openStore(ctx, log, cfg, p, clients)
+	rd, err := deadletter.OpenReader(ctx, log, cfg, p, clients)
 	if err != nil {
 		return sum, err
 	}
-	defer st.close()
+	defer rd.Close()
 	pub := clients.PubSub.Publisher(target)
 	defer pub.Stop()
 
-	r := &replay{opts: opts, out: out, sum: &sum, pipeline: p.Name, replayed: map[string]bool{}}
+	r := &run{opts: opts, out: out, sum: &sum, pipeline: p.Name, replayed: map[string]bool{}}
 	var runErr error
 	for opts.Limit <= 0 || sum.Replayed < opts.Limit {
-		n := replayBatch
+		n := batchSize
 		if opts.Limit > 0 {
 			n = min(n, opts.Limit-sum.Replayed)
 		}
-		es, err := st.next(ctx, n)
+		es, err := rd.Next(ctx, n)
 		if err != nil {
 			runErr = fmt.Errorf("read %s: %w", sum.From, err)
 			break
@@ -165,43 +147,43 @@ func Replay(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.P
 			break
 		}
 		done := r.batch(ctx, pub, es)
-		if err := st.remove(ctx, done); err != nil {
+		if err := rd.Remove(ctx, done); err != nil {
 			runErr = fmt.Errorf("remove %d replayed copies from %s (a later replay republishes them again): %w", len(done), sum.From, err)
 			break
 		}
 	}
 	// The copies left in place go back to the output even if ctx ended.
-	if err := st.release(context.WithoutCancel(ctx), r.keep); err != nil && runErr == nil {
+	if err := rd.Release(context.WithoutCancel(ctx), r.keep); err != nil && runErr == nil {
 		runErr = fmt.Errorf("release %d copies left in %s: %w", len(r.keep), sum.From, err)
 	}
 	return sum, runErr
 }
 
-// replay is the state of one Replay run.
-type replay struct {
-	opts     ReplayOptions
+// run is the state of one Run.
+type run struct {
+	opts     Options
 	out      io.Writer
 	sum      *Summary
 	pipeline string
 	// replayed holds the message IDs republished in this run: a second copy
 	// of one is removed without republishing it again.
 	replayed map[string]bool
-	keep     []*entry // copies to leave in place
+	keep     []*deadletter.Entry // copies to leave in place
 }
 
 // batch decides the fate of each copy of es, republishes those to replay,
 // and returns the copies to remove.
-func (r *replay) batch(ctx context.Context, pub *pubsub.Publisher, es []*entry) (done []*entry) {
+func (r *run) batch(ctx context.Context, pub *pubsub.Publisher, es []*deadletter.Entry) (done []*deadletter.Entry) {
 	type pending struct {
-		e   *entry
+		e   *deadletter.Entry
 		res *pubsub.PublishResult
 	}
 	var sent []pending
 	for _, e := range es {
-		c := e.copy
+		c := e.Copy
 		switch {
-		case e.bad != nil:
-			r.fail(e, "unreadable copy %s: %v", e.id, e.bad)
+		case e.Err != nil:
+			r.fail(e, "unreadable copy %s: %v", e.Location, e.Err)
 		case c.Pipeline != r.pipeline:
 			r.sum.OtherPipelines++
 			r.keep = append(r.keep, e)
@@ -221,7 +203,7 @@ func (r *replay) batch(ctx context.Context, pub *pubsub.Publisher, es []*entry) 
 			r.replayed[c.MessageID] = true
 			r.sum.Replayed++
 			r.keep = append(r.keep, e)
-			fmt.Fprintf(r.out, "would replay message %s (%s, %d bytes, failed at %s)\n", c.MessageID, c.Reason, len(c.Data), formatTime(c.FailedAt))
+			fmt.Fprintf(r.out, "would replay message %s (%s, %d bytes, failed at %s)\n", c.MessageID, c.Reason, len(c.Data), c.FailedAt.UTC().Format(time.RFC3339Nano))
 		default:
 			// Reserve the ID now: a second copy in this same batch must
 			// not be republished too. It is released if the publish fails.
@@ -231,7 +213,7 @@ func (r *replay) batch(ctx context.Context, pub *pubsub.Publisher, es []*entry) 
 		}
 	}
 	for _, s := range sent {
-		c := s.e.copy
+		c := s.e.Copy
 		id, err := s.res.Get(ctx)
 		if err != nil {
 			delete(r.replayed, c.MessageID)
@@ -245,7 +227,7 @@ func (r *replay) batch(ctx context.Context, pub *pubsub.Publisher, es []*entry) 
 	return done
 }
 
-func (r *replay) fail(e *entry, format string, args ...any) {
+func (r *run) fail(e *deadletter.Entry, format string, args ...any) {
 	r.sum.Failed++
 	r.keep = append(r.keep, e)
 	fmt.Fprintf(r.out, "not replayed: "+format+"\n", args...)
@@ -265,25 +247,4 @@ func pipelineTopic(ctx context.Context, cfg *config.Config, p config.Pipeline, c
 		return "", fmt.Errorf("the topic of subscription %s was deleted; set source.topic", cfg.SubscriptionName(p.Source.Subscription))
 	}
 	return topic, nil
-}
-
-// openStore opens the replay side of p's output.
-func openStore(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients) (st store, err error) {
-	switch Kind(p.DeadLetter) {
-	case KindTopic:
-		st, err = openTopicStore(ctx, log, clients.PubSub, cfg.SubscriptionName(p.DeadLetter.Subscription))
-	case KindTable:
-		if clients.Bigtable == nil {
-			return nil, errors.New("replay of a dead_letter.bigtable_table needs a Bigtable client of state.instance")
-		}
-		st, err = openTableStore(ctx, clients.Bigtable, p.DeadLetter.BigtableTable, p.Name)
-	case KindFile:
-		st, err = openFileStore(p.DeadLetter.File)
-	default:
-		return nil, ErrNoOutput
-	}
-	if err != nil {
-		return nil, err // not a typed nil in st
-	}
-	return st, nil
 }

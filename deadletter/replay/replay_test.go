@@ -1,4 +1,4 @@
-package deadletter
+package replay
 
 import (
 	"bytes"
@@ -8,44 +8,45 @@ import (
 	"strings"
 	"testing"
 
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/deadletter/internal/dltest"
 )
 
 // TestReplayRepublishesOriginalsOnceAndRemovesTheirCopies runs the replay
 // of every output through dry run, --reason, --limit and a full run.
 func TestReplayRepublishesOriginalsOnceAndRemovesTheirCopies(t *testing.T) {
-	f := newFakes(t)
+	f := dltest.New(t)
 	ctx := context.Background()
-	for kind, dl := range f.outputs() {
+	for kind, dl := range f.Outputs() {
 		t.Run(kind, func(t *testing.T) {
-			f.ps.ClearMessages()
-			p := f.pipeline("orders", dl)
-			out := f.open(p)
-			reasons := []Reason{Late, Late, InvalidPayload, MissingField, BadEventTime, TooLarge}
+			f.PS.ClearMessages()
+			p := f.Pipeline("orders", dl)
+			out := f.Open(p)
+			reasons := []deadletter.Reason{deadletter.Late, deadletter.Late, deadletter.InvalidPayload, deadletter.MissingField, deadletter.BadEventTime, deadletter.TooLarge}
 			for i, r := range reasons {
-				if err := out.Send(ctx, message(i), r, errors.New("why")); err != nil {
+				if err := out.Send(ctx, dltest.Message(i), r, errors.New("why")); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// A redelivered message dead-lettered twice; another pipeline
 			// sharing the output.
-			if err := out.Send(ctx, message(0), Late, errors.New("again")); err != nil {
+			if err := out.Send(ctx, dltest.Message(0), deadletter.Late, errors.New("again")); err != nil {
 				t.Fatal(err)
 			}
-			other := f.open(f.pipeline("other", dl))
-			if err := other.Send(ctx, message(50), Late, nil); err != nil {
+			other := f.Open(f.Pipeline("other", dl))
+			if err := other.Send(ctx, dltest.Message(50), deadletter.Late, nil); err != nil {
 				t.Fatal(err)
 			}
-			replay := func(opts ReplayOptions) Summary {
+			replay := func(opts Options) Summary {
 				t.Helper()
 				var buf bytes.Buffer
 				opts.Out = &buf
-				sum, err := Replay(ctx, zap.NewNop(), f.cfg, p, f.clients(), opts)
+				sum, err := Run(ctx, zap.NewNop(), f.Cfg, p, f.Clients(), opts)
 				if err != nil {
-					t.Fatalf("Replay(%+v): %v\n%s", opts, err, buf.String())
+					t.Fatalf("Run(%+v): %v\n%s", opts, err, buf.String())
 				}
 				if strings.Contains(buf.String(), "payload ") {
 					t.Errorf("the replay output shows a payload:\n%s", buf.String())
@@ -56,55 +57,55 @@ func TestReplayRepublishesOriginalsOnceAndRemovesTheirCopies(t *testing.T) {
 			// A table has one row per message (the second copy replaced the
 			// first), and replay reads only the pipeline's rows.
 			dups, others := 1, 1
-			if kind == KindTable {
+			if kind == deadletter.KindTable {
 				dups, others = 0, 0
 			}
-			sum := replay(ReplayOptions{DryRun: true})
+			sum := replay(Options{DryRun: true})
 			if sum.Replayed != 6 || sum.Duplicates != dups || sum.Failed != 0 {
 				t.Fatalf("dry run: %+v", sum)
 			}
-			if n := len(f.republished()); n != 0 {
+			if n := len(f.Republished()); n != 0 {
 				t.Fatalf("dry run republished %d messages", n)
 			}
-			if n := len(f.readAll(p)); n != 6 {
+			if n := len(f.ReadAll(p)); n != 6 {
 				t.Fatalf("after the dry run %d copies of orders are left, want 6", n)
 			}
 
-			sum = replay(ReplayOptions{Reason: Late})
-			if sum.Replayed != 2 || sum.Skipped[InvalidPayload] != 1 || sum.Skipped[TooLarge] != 1 || len(sum.Skipped) != 4 {
+			sum = replay(Options{Reason: deadletter.Late})
+			if sum.Replayed != 2 || sum.Skipped[deadletter.InvalidPayload] != 1 || sum.Skipped[deadletter.TooLarge] != 1 || len(sum.Skipped) != 4 {
 				t.Fatalf("--reason late: %+v", sum)
 			}
-			got := f.republished()
+			got := f.Republished()
 			if len(got) != 2 {
 				t.Fatalf("%d republished, want 2", len(got))
 			}
 			for _, m := range got {
-				orig := message(int(m.Data[len("payload ")] - '0'))
+				orig := dltest.Message(int(m.Data[len("payload ")] - '0'))
 				if !maps.Equal(m.Attributes, orig.Attributes) || !bytes.Equal(m.Data, orig.Data) {
 					t.Errorf("republished %q %v, want the original %q %v", m.Data, m.Attributes, orig.Data, orig.Attributes)
 				}
 			}
 
-			sum = replay(ReplayOptions{Limit: 3})
+			sum = replay(Options{Limit: 3})
 			if sum.Replayed != 3 {
 				t.Fatalf("--limit 3: %+v", sum)
 			}
-			sum = replay(ReplayOptions{})
+			sum = replay(Options{})
 			if sum.Replayed != 1 || sum.OtherPipelines != others {
 				t.Fatalf("the rest: %+v", sum)
 			}
-			if sum = replay(ReplayOptions{}); sum.Replayed != 0 {
+			if sum = replay(Options{}); sum.Replayed != 0 {
 				t.Fatalf("a second full replay found %+v", sum)
 			}
-			if n := len(f.republished()); n != 6 {
+			if n := len(f.Republished()); n != 6 {
 				t.Fatalf("%d republished in all, want each of the 6 originals once", n)
 			}
-			if left := f.readAll(f.pipeline("other", dl)); len(left) != 1 {
+			if left := f.ReadAll(f.Pipeline("other", dl)); len(left) != 1 {
 				t.Fatalf("the other pipeline's copy is gone: %v", left)
 			}
 			other.Close(ctx)
 			// Empty the shared output for the next subtest.
-			if _, err := Replay(ctx, zap.NewNop(), f.cfg, f.pipeline("other", dl), f.clients(), ReplayOptions{}); err != nil {
+			if _, err := Run(ctx, zap.NewNop(), f.Cfg, f.Pipeline("other", dl), f.Clients(), Options{}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -114,27 +115,27 @@ func TestReplayRepublishesOriginalsOnceAndRemovesTheirCopies(t *testing.T) {
 // TestReplayLeavesCopiesWhoseRepublishFailed: a pipeline topic that does
 // not exist fails every republish; the copies stay.
 func TestReplayLeavesCopiesWhoseRepublishFailed(t *testing.T) {
-	f := newFakes(t)
+	f := dltest.New(t)
 	ctx := context.Background()
-	for kind, dl := range f.outputs() {
+	for kind, dl := range f.Outputs() {
 		t.Run(kind, func(t *testing.T) {
-			p := f.pipeline("lost", dl)
+			p := f.Pipeline("lost", dl)
 			p.Source.Topic = "deleted"
-			out := f.open(p)
+			out := f.Open(p)
 			for i := range 3 {
-				if err := out.Send(ctx, message(i), Late, nil); err != nil {
+				if err := out.Send(ctx, dltest.Message(i), deadletter.Late, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
 			var buf bytes.Buffer
-			sum, err := Replay(ctx, zap.NewNop(), f.cfg, p, f.clients(), ReplayOptions{Out: &buf})
+			sum, err := Run(ctx, zap.NewNop(), f.Cfg, p, f.Clients(), Options{Out: &buf})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if sum.Replayed != 0 || sum.Failed != 3 || !strings.Contains(buf.String(), "republish failed") {
 				t.Fatalf("summary %+v\n%s", sum, buf.String())
 			}
-			if n := len(f.readAll(p)); n != 3 {
+			if n := len(f.ReadAll(p)); n != 3 {
 				t.Fatalf("%d copies left, want 3", n)
 			}
 		})
@@ -142,28 +143,17 @@ func TestReplayLeavesCopiesWhoseRepublishFailed(t *testing.T) {
 }
 
 func TestReplayNeedsAnOutput(t *testing.T) {
-	f := newFakes(t)
-	_, err := Replay(context.Background(), zap.NewNop(), f.cfg, f.pipeline("orders", config.DeadLetter{}), f.clients(), ReplayOptions{})
-	if !errors.Is(err, ErrNoOutput) {
+	f := dltest.New(t)
+	_, err := Run(context.Background(), zap.NewNop(), f.Cfg, f.Pipeline("orders", config.DeadLetter{}), f.Clients(), Options{})
+	if !errors.Is(err, deadletter.ErrNoOutput) {
 		t.Fatalf("%v", err)
 	}
 }
 
 func TestSummaryReadsAsTheCLIPrintsIt(t *testing.T) {
-	s := Summary{From: "dead-letter file d.jsonl", To: "topic projects/p/topics/t", Replayed: 3, Skipped: map[Reason]int{Late: 2, TooLarge: 1}, Failed: 1}
+	s := Summary{From: "dead-letter file d.jsonl", To: "topic projects/p/topics/t", Replayed: 3, Skipped: map[deadletter.Reason]int{deadletter.Late: 2, deadletter.TooLarge: 1}, Failed: 1}
 	want := "dead-letter file d.jsonl -> topic projects/p/topics/t\nreplayed: 3\nskipped by reason: late=2 too_large=1\nfailed: 1\n"
 	if s.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", s, want)
 	}
-}
-
-// republished returns the messages published to the pipeline topic.
-func (f *fakes) republished() []*pstest.Message {
-	var out []*pstest.Message
-	for _, m := range f.ps.Messages() {
-		if m.Topic == f.cfg.TopicName("orders") {
-			out = append(out, m)
-		}
-	}
-	return out
 }
