@@ -275,7 +275,7 @@ func (a *App) Run(ctx context.Context) error {
 	for _, p := range a.pipelines {
 		// A part cut short here had its messages nacked already (their work
 		// context ended first), so nothing is lost: the stop is still clean
-		// and exits 0, as DESIGN.md asks; the log says what was cut short.
+		// and exits 0, as docs/reference.md says; the log says what was cut short.
 		if err := p.Close(closeCtx); err != nil {
 			a.log.Error("closing the pipeline was cut short", zap.String("pipeline", p.Name()), zap.Error(err))
 		}

@@ -68,7 +68,7 @@ type Source struct {
 	// Subscription and TrackingSubscription are short names in Config.Project
 	// or full names (projects/P/subscriptions/S). Use Config.SubscriptionName
 	// for the full name. TrackingSubscription is optional: it feeds the
-	// watermark estimate (DESIGN.md "Watermark").
+	// watermark estimate (docs/reference.md "Watermark and late data").
 	Subscription         string `mapstructure:"subscription"`
 	TrackingSubscription string `mapstructure:"tracking_subscription"`
 	// IDAttribute is the attribute that holds the dedupe key; empty: the

@@ -1,6 +1,6 @@
 // Package config loads, defaults and validates pubsink's YAML configuration.
 //
-// It owns the file format of DESIGN.md "Config": the keys and their types,
+// It owns the file format of docs/reference.md "Configuration": the keys and their types,
 // the defaults (all in defaults.go, each with its reason), ${VAR} expansion,
 // PUBSINK_* environment overrides, and validation. It is the only package
 // that imports viper. It does not own what the values mean at run time, nor

@@ -21,6 +21,52 @@
 //     capped, jittered backoff for as long as the work context lasts; they
 //     are never dead-lettered. When the context ends the message is nacked.
 //
+// # Error paths
+//
+// Every failure ends in a dead-letter reason or a retry, and both are
+// decided here, in process, where the cause is known (the parts classify:
+// a sink proves a rejection, the decoder names bad input; they never
+// retry a message):
+//
+//	where          what                                          outcome
+//	decode         timestamp attribute missing or unparsable     bad_event_time
+//	decode         id_attribute missing or empty                 missing_field
+//	decode         template: attribute or JSON field missing,    missing_field
+//	               JSON null, row key renders empty
+//	decode         template: {data.…} of a payload not JSON      invalid_payload
+//	               (or not an object/array where one is indexed)
+//	decode         template: time placeholder out of range       bad_event_time
+//	decode         row key, a cell or the row over sinks.Limits  too_large (before any write)
+//	late check     event time < watermark - allowed_lateness     late (late_data: dead_letter);
+//	                                                             written (accept); acked, counted (drop)
+//	dedupe claim   catalog unreadable                            retry
+//	sink, before   key over 4 KiB, cell over 100 MiB, row over   sink_rejected (too_large first when
+//	any I/O        256 MiB, qualifier over 16 KiB, >100k cells,  the app passes the sink's Limits)
+//	               empty key, timestamp before 1970
+//	sink ApplyBulk whole call fails, whatever the code            retry
+//	sink entry     Unavailable, DeadlineExceeded, Aborted,       retry
+//	               ResourceExhausted, Internal, Unknown,
+//	               Canceled, Unauthenticated, PermissionDenied
+//	               (token refresh, IAM), no status (connection
+//	               lost), our 30 s call timeout
+//	sink entry     InvalidArgument, NotFound, FailedPrecondition, applied alone once more; refused again
+//	               OutOfRange, once a write on the sink has       with one of these: sink_rejected;
+//	               succeeded                                      else retry or committed
+//	sink entry     the same, before any write succeeded (a        retry (our configuration, not the row)
+//	               missing column family refuses every row)
+//	dedupe commit  catalog write fails                           retry (redelivery rewrites the same cells)
+//	dead letter    Send fails: topic deleted (NotFound),         retry; after shutdown_timeout nack, and
+//	               PermissionDenied, Unavailable, table or file  Pub/Sub redelivers: never acked
+//	               error, fsync error, output closed
+//	dead letter    no output configured                          nack and log an error (never acked)
+//	dead letter    copy over Pub/Sub's limits (Topic only)       truncated copy, pubsink_truncated
+//	any stage      work context ends (shutdown_timeout)          nack; Pub/Sub redelivers
+//
+// "retry" means capped exponential backoff with jitter (internal/retry) for
+// as long as the pipeline's work context lasts, the client extending the
+// ack deadline meanwhile; a transient failure is never dead-lettered,
+// however long it lasts.
+//
 // # Errors
 //
 // New fails when a template or the timestamp format does not compile. Run

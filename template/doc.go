@@ -1,6 +1,6 @@
 // Package template renders row keys and column values from one message.
 //
-// It owns the template language of DESIGN.md "Templates": parsing it once at
+// It owns the template language of docs/reference.md "Templates": parsing it once at
 // start-up, and rendering it for every message on the hot path. It does not
 // own what a message is (source), how its event time is read (watermark), or
 // what happens to a message that cannot be rendered (pipeline, deadletter).

@@ -1,7 +1,7 @@
 // Package watermark reports the current event time of a pipeline: it reads
 // event times from messages (EventTime), and estimates the pipeline's
 // event-time watermark from a second, tracking subscription on the same
-// topic (Tracker), as DESIGN.md "Watermark" describes. It does not judge
+// topic (Tracker), as docs/reference.md "Watermark and late data" describes. It does not judge
 // late data: the pipeline compares event times with Tracker.Watermark and
 // applies late_data itself. It does not own the tracking subscription's
 // Pub/Sub client (package source does) nor the state table's layout

@@ -25,7 +25,7 @@ type Store interface {
 
 // bigtableStore is the Store of a pipeline in the state table: row
 // watermark#PIPELINE, column m:watermark, the value RFC 3339 UTC with
-// milliseconds (DESIGN.md).
+// milliseconds (docs/reference.md, "State table").
 //
 // The cell's timestamp is the watermark itself, so that the newest version
 // of the cell is always the greatest watermark ever written: the family

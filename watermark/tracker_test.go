@@ -284,7 +284,7 @@ func TestStoredWatermarkNeverMovesBackwards(t *testing.T) {
 	if err != nil || !got.Equal(later.Truncate(time.Millisecond)) {
 		t.Fatalf("Load = %v, %v; want %v", got, err, later.Truncate(time.Millisecond))
 	}
-	// The cell outside readers rely on (DESIGN.md).
+	// The cell outside readers rely on (docs/reference.md).
 	row, err := bt.Open(stateTable).ReadRow(ctx, "watermark#orders", bigtable.RowFilter(bigtable.LatestNFilter(1)))
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package metrics defines every Prometheus metric pubsink exports, in one
-// place, with the names DESIGN.md fixes. Each pipeline gets its metrics with
+// place, with the names docs/reference.md fixes. Each pipeline gets its metrics with
 // the pipeline label bound (Metrics.Pipeline), so the per-message path only
 // increments counters.
 //

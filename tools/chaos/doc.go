@@ -2,7 +2,7 @@
 // binary against the real Pub/Sub and Bigtable emulators, publishes a
 // workload of every kind of message, injects faults at moments chosen from
 // the seed, and then checks the exactly-once effect and the other promises
-// of DESIGN.md, printing a table of expected against found. Anyone can rerun
+// of docs/reference.md, printing a table of expected against found. Anyone can rerun
 // a campaign with its seed.
 //
 //	go run ./tools/chaos -short                        # the CI campaign, about 2 minutes
