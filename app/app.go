@@ -75,8 +75,8 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 	a.pubsub = opts.PubSub
 	if a.pubsub == nil {
 		a.streams = source.NewStreamWatch()
-		if a.pubsub, err = pubsub.NewClient(ctx, cfg.Project, a.streams.ClientOption()); err != nil {
-			return nil, fmt.Errorf("pubsub client: %w", err)
+		if a.pubsub, err = openPubSub(ctx, cfg.Project, a.streams.ClientOption()); err != nil {
+			return nil, err
 		}
 		a.ownPubSub = true
 	}
@@ -168,15 +168,15 @@ func (a *App) bigtable(ctx context.Context, instance string) (*bigtable.Client, 
 	if c, ok := a.bigtables[instance]; ok {
 		return c, nil
 	}
-	var c *bigtable.Client
-	var err error
-	if a.opts.Bigtable != nil {
-		c, err = a.opts.Bigtable(ctx, instance)
-	} else {
-		c, err = bigtable.NewClient(ctx, a.cfg.Project, instance)
+	open := a.opts.Bigtable
+	if open == nil {
+		open = func(ctx context.Context, instance string) (*bigtable.Client, error) {
+			return openBigtable(ctx, a.cfg.Project, instance)
+		}
 	}
+	c, err := open(ctx, instance)
 	if err != nil {
-		return nil, fmt.Errorf("bigtable client for instance %s: %w", instance, err)
+		return nil, err
 	}
 	a.bigtables[instance] = c
 	return c, nil

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/pubsub/v2"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
@@ -84,13 +83,13 @@ func SetupFile(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ps, err := pubsub.NewClient(ctx, cfg.Project)
+	ps, err := openPubSub(ctx, cfg.Project)
 	if err != nil {
-		return fmt.Errorf("pubsub client: %w", err)
+		return err
 	}
 	defer ps.Close()
 	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-		return bigtable.NewAdminClient(ctx, cfg.Project, instance)
+		return openBigtableAdmin(ctx, cfg.Project, instance)
 	}
 	if err := Setup(ctx, cfg, ps, admin, out); err != nil {
 		return err
@@ -154,16 +153,16 @@ func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs i
 	}
 	defer log.Sync()
 
-	ps, err := pubsub.NewClient(ctx, cfg.Project)
+	ps, err := openPubSub(ctx, cfg.Project)
 	if err != nil {
-		return fmt.Errorf("pubsub client: %w", err)
+		return err
 	}
 	defer ps.Close()
 	clients := deadletter.Clients{PubSub: ps}
 	if kind == deadletter.KindTable {
-		bt, err := bigtable.NewClient(ctx, cfg.Project, cfg.State.Instance)
+		bt, err := openBigtable(ctx, cfg.Project, cfg.State.Instance)
 		if err != nil {
-			return fmt.Errorf("bigtable client for instance %s: %w", cfg.State.Instance, err)
+			return err
 		}
 		defer bt.Close()
 		clients.Bigtable = bt

@@ -1,0 +1,38 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"google.golang.org/api/option"
+)
+
+// The one place the commands open their clients: against Google Cloud, or
+// the emulators that PUBSUB_EMULATOR_HOST and BIGTABLE_EMULATOR_HOST name
+// (the client libraries read those themselves). The caller closes them.
+
+func openPubSub(ctx context.Context, project string, opts ...option.ClientOption) (*pubsub.Client, error) {
+	c, err := pubsub.NewClient(ctx, project, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub client: %w", err)
+	}
+	return c, nil
+}
+
+func openBigtable(ctx context.Context, project, instance string) (*bigtable.Client, error) {
+	c, err := bigtable.NewClient(ctx, project, instance)
+	if err != nil {
+		return nil, fmt.Errorf("bigtable client for instance %s: %w", instance, err)
+	}
+	return c, nil
+}
+
+func openBigtableAdmin(ctx context.Context, project, instance string) (*bigtable.AdminClient, error) {
+	c, err := bigtable.NewAdminClient(ctx, project, instance)
+	if err != nil {
+		return nil, fmt.Errorf("bigtable admin client for instance %s: %w", instance, err)
+	}
+	return c, nil
+}
