@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/pubsink/pubsink/pipeline"
 )
 
 // child is one pubsink process: `pubsink run --config F`, the leader of its
@@ -150,29 +152,9 @@ func (c *child) waitReady(ctx context.Context, addr string, timeout time.Duratio
 	}
 }
 
-// Status is the part of /status the campaign reads, for the pipeline.
-type Status struct {
-	Receiving    bool             `json:"receiving"`
-	Received     int64            `json:"received"`
-	Committed    int64            `json:"committed"`
-	Duplicate    int64            `json:"duplicate"`
-	DeadLettered map[string]int64 `json:"dead_lettered"`
-	Late         int64            `json:"late"`
-	Dropped      int64            `json:"dropped"`
-	Retried      int64            `json:"retried"`
-	InFlight     int64            `json:"in_flight"`
-	Watermark    *time.Time       `json:"watermark"`
-	Tracker      *TrackerStats    `json:"tracker"`
-}
-
-// TrackerStats is the part of /status's tracker figures the campaign
-// reports (of watermark.Stats).
-type TrackerStats struct {
-	Pending         int64 `json:"pending"`
-	StartupGuard    bool  `json:"startup_guard"`
-	IgnoredSeen     int64 `json:"ignored_seen"`
-	IgnoredFinished int64 `json:"ignored_finished"`
-}
+// Status is what /status says of one pipeline: the campaign reads it
+// as the product writes it.
+type Status = pipeline.Status
 
 // readStatus reads /status and returns the first pipeline's.
 func readStatus(ctx context.Context, addr string) (Status, error) {
