@@ -27,8 +27,9 @@ const (
 
 // tracker builds the watermark tracker of a pipeline with a tracking
 // subscription; nil otherwise. It checks that the tracking subscription
-// exists and is attached to mainTopic, the topic of the main one, and reads the stored
-// watermark (so that an unreadable state table is reported at start).
+// exists and is attached to mainTopic, the topic build found the main one
+// on, and reads the stored watermark (so that an unreadable state table is
+// reported at start).
 func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, mainTopic string, maxBytes int64, m *metrics.Pipeline) (pipeline.Tracker, error) {
 	if pc.Source.TrackingSubscription == "" {
 		return nil, nil // an untyped nil: the pipeline tests Tracker against nil
