@@ -59,13 +59,22 @@ func (f *flakySink) Write(ctx context.Context, row *sinks.Row) error {
 	return f.Sink.Write(ctx, row)
 }
 
+// slowDrain makes a test configuration read one stream with a smaller
+// flow-control window: ~1.8k msg/s on the emulator against ~10k with the
+// defaults, so that a drain of a few thousand messages lasts seconds and a
+// fault or a signal sent after a row count (which takes a poll to notice)
+// lands mid-stream on a fast machine too.
+func slowDrain(yaml string) string {
+	return strings.NewReplacer("streams: 8", "streams: 1", "max_outstanding_messages: 2000", "max_outstanding_messages: 500").Replace(yaml)
+}
+
 // TestTransientSinkFailuresLoseAndDoubleNothing is test (b): the sink fails
 // transiently for a while mid-stream; nothing is lost, nothing doubled,
 // nothing dead-lettered.
 func TestTransientSinkFailuresLoseAndDoubleNothing(t *testing.T) {
 	const n = 3000
 	e := newEnv(t)
-	_, cfg := e.writeConfig(e.configYAML(config.ModeExactlyOnce, ""))
+	_, cfg := e.writeConfig(slowDrain(e.configYAML(config.ModeExactlyOnce, "")))
 	e.publish(0, n)
 
 	var flaky *flakySink
@@ -140,13 +149,7 @@ func TestKilledTwiceMidStreamLosesNothing(t *testing.T) {
 func TestSigtermMidStreamExitsCleanlyAndRestartFinishes(t *testing.T) {
 	const n = 5000
 	e := newEnv(t)
-	// One stream with a smaller flow-control window (~1.8k msg/s on the
-	// emulator, against ~10k with the defaults) makes the drain last
-	// seconds, so that the SIGTERM, sent after a row count that takes a
-	// poll to notice, lands mid-stream on a fast machine too.
-	yaml := strings.NewReplacer("streams: 8", "streams: 1", "max_outstanding_messages: 2000", "max_outstanding_messages: 500").
-		Replace(e.configYAML(config.ModeExactlyOnce, ""))
-	path, cfg := e.writeConfig(yaml)
+	path, cfg := e.writeConfig(slowDrain(e.configYAML(config.ModeExactlyOnce, "")))
 	e.publish(0, n)
 
 	c := e.start(path, cfg)
