@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,10 +14,13 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/server"
+	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
@@ -31,8 +35,12 @@ type Options struct {
 	// PubSub is the client to use; nil: one is created for cfg.Project and
 	// closed by the App.
 	PubSub *pubsub.Client
-	// Bigtable opens the data client of an instance; nil: clients are
-	// created for cfg.Project. The App closes the clients either way.
+	// Bigtable opens a data client of an instance; nil: clients are
+	// created for cfg.Project, one per instance and app profile, whose
+	// requests name that profile (state.app_profile, sink.app_profile).
+	// It is called once per instance and profile, and the client it
+	// returns may ignore the profile (the emulators accept every request
+	// through any profile). The App closes the clients either way.
 	Bigtable func(ctx context.Context, instance string) (*bigtable.Client, error)
 	// Stdout receives the rows of stdout sinks; nil means os.Stdout.
 	Stdout io.Writer
@@ -58,7 +66,7 @@ type App struct {
 	// streams watches the streaming pulls of a client the App created
 	// (nil for an injected one): the watermark holds after a break.
 	streams   *source.StreamWatch
-	bigtables map[string]*bigtable.Client // by instance
+	bigtables map[bigtableKey]*bigtable.Client
 	pipelines []*pipeline.Pipeline
 	server    *server.Server
 }
@@ -66,7 +74,7 @@ type App struct {
 // Open connects the clients, checks that every subscription exists and
 // builds the pipelines. It returns an error naming what is missing.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
-	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[string]*bigtable.Client{}}
+	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}}
 	defer func() {
 		if err != nil {
 			a.closeClients()
@@ -79,6 +87,9 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 			return nil, err
 		}
 		a.ownPubSub = true
+	}
+	if err := a.checkStateTable(ctx); err != nil {
+		return nil, err
 	}
 	memLimit := opts.MemoryLimit
 	if memLimit == 0 {
@@ -130,7 +141,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		}
 		sink = stdout.New(w, a.log, pc.Sink)
 	default:
-		bt, err := a.bigtable(ctx, pc.Sink.Instance)
+		bt, err := a.bigtableClient(ctx, pc.Sink.Instance, pc.Sink.AppProfile)
 		if err != nil {
 			return nil, err
 		}
@@ -163,23 +174,58 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	return pipeline.New(a.log, pc, deps)
 }
 
-// bigtable returns the shared client of an instance.
-func (a *App) bigtable(ctx context.Context, instance string) (*bigtable.Client, error) {
-	if c, ok := a.bigtables[instance]; ok {
+// checkStateTable refuses to start when some pipeline is exactly_once and
+// the state table's app profile does not run the conditional mutations its
+// dedupe needs (state.CheckConditionalWrites). It probes once, for every
+// pipeline: there is one state table.
+func (a *App) checkStateTable(ctx context.Context) error {
+	if !slices.ContainsFunc(a.cfg.Pipelines, config.Pipeline.ExactlyOnce) {
+		return nil
+	}
+	bt, err := a.stateBigtable(ctx)
+	if err != nil {
+		return err
+	}
+	st := a.cfg.State
+	err = state.CheckConditionalWrites(ctx, bt.Open(st.Table), st.Instance, st.AppProfile)
+	switch {
+	case err == nil:
+		return nil
+	case status.Code(err) == codes.NotFound:
+		return fmt.Errorf("state table %s: %w (does `pubsink setup` need to run?)", st.Table, err)
+	}
+	return fmt.Errorf("state table %s: %w", st.Table, err)
+}
+
+// bigtableKey is what a data client is opened for: requests name one
+// instance and one app profile ("": the instance's default).
+type bigtableKey struct{ instance, profile string }
+
+// bigtableClient returns the shared client of an instance and app profile.
+func (a *App) bigtableClient(ctx context.Context, instance, profile string) (*bigtable.Client, error) {
+	key := bigtableKey{instance, profile}
+	if c, ok := a.bigtables[key]; ok {
 		return c, nil
 	}
 	open := a.opts.Bigtable
 	if open == nil {
 		open = func(ctx context.Context, instance string) (*bigtable.Client, error) {
-			return openBigtable(ctx, a.cfg.Project, instance)
+			return openBigtable(ctx, a.cfg.Project, instance, profile)
 		}
 	}
 	c, err := open(ctx, instance)
 	if err != nil {
 		return nil, err
 	}
-	a.bigtables[instance] = c
+	a.bigtables[key] = c
 	return c, nil
+}
+
+// stateBigtable returns the client of every table in state.instance that
+// pubsink keeps (the state table, a dead-letter table), through
+// state.app_profile.
+func (a *App) stateBigtable(ctx context.Context) (*bigtable.Client, error) {
+	return a.bigtableClient(ctx, a.cfg.State.Instance, a.cfg.State.AppProfile)
 }
 
 // Addr is the address of the HTTP server ("" when there is none).

@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
@@ -31,15 +32,17 @@ pipelines:
 `
 
 type fakes struct {
-	psSrv *pstest.Server
-	ps    *pubsub.Client
-	opts  Options
-	admin Admin
+	psSrv        *pstest.Server
+	ps           *pubsub.Client
+	opts         Options
+	admin        Admin
+	bigtableAddr string
 }
 
-func newFakes(t *testing.T) *fakes {
+// newFakes starts the fakes, the Bigtable emulator with opts.
+func newFakes(t *testing.T, opts ...grpc.ServerOption) *fakes {
 	t.Helper()
-	b, err := fake.Start()
+	b, err := fake.Start(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +60,7 @@ func newFakes(t *testing.T) *fakes {
 		admin: func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
 			return b.BigtableAdmin(ctx, "p", instance)
 		},
+		bigtableAddr: b.Bigtable.Addr,
 	}
 }
 

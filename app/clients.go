@@ -21,8 +21,13 @@ func openPubSub(ctx context.Context, project string, opts ...option.ClientOption
 	return c, nil
 }
 
-func openBigtable(ctx context.Context, project, instance string) (*bigtable.Client, error) {
-	c, err := bigtable.NewClient(ctx, project, instance)
+// openBigtable opens a data client of instance whose requests name the app
+// profile profile ("": the instance's default profile). A profile belongs to
+// one instance and decides its requests' routing: every table is read and
+// written through the profile its configuration names (state.app_profile,
+// sink.app_profile).
+func openBigtable(ctx context.Context, project, instance, profile string) (*bigtable.Client, error) {
+	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{AppProfile: profile})
 	if err != nil {
 		return nil, fmt.Errorf("bigtable client for instance %s: %w", instance, err)
 	}

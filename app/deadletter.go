@@ -22,7 +22,7 @@ func (a *App) deadLetter(ctx context.Context, pc config.Pipeline, _ *metrics.Pip
 		// output to the pipeline.
 		return nil, nil
 	case deadletter.KindTable:
-		bt, err := a.bigtable(ctx, a.cfg.State.Instance)
+		bt, err := a.stateBigtable(ctx)
 		if err != nil {
 			return nil, err
 		}

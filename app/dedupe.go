@@ -18,7 +18,7 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, m *metrics.Pipelin
 	if !pc.ExactlyOnce() {
 		return nil, nil
 	}
-	bt, err := a.bigtable(ctx, a.cfg.State.Instance)
+	bt, err := a.stateBigtable(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 			tracking.Subscription(), trackingTopic, main.Subscription(), mainTopic)
 	}
 
-	state, err := a.bigtable(ctx, a.cfg.State.Instance)
+	state, err := a.stateBigtable(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,11 @@ type HTTP struct {
 type State struct {
 	Instance string `mapstructure:"instance"`
 	Table    string `mapstructure:"table"`
+	// AppProfile is the app profile of the requests to the state table and
+	// to a dead-letter table; "": the instance's default profile.
+	// exactly_once needs one that runs conditional mutations: single-cluster
+	// routing with transactional writes allowed.
+	AppProfile string `mapstructure:"app_profile"`
 }
 
 // Mode values of Pipeline.Mode.
@@ -120,7 +125,10 @@ const (
 type Sink struct {
 	Type string `mapstructure:"type"`
 	// Instance defaults to State.Instance.
-	Instance     string            `mapstructure:"instance"`
+	Instance string `mapstructure:"instance"`
+	// AppProfile is the app profile of the sink's requests; "": the
+	// instance's default profile (it does not follow State.AppProfile).
+	AppProfile   string            `mapstructure:"app_profile"`
 	Table        string            `mapstructure:"table"`
 	ColumnFamily string            `mapstructure:"column_family"`
 	RowKey       string            `mapstructure:"row_key"`

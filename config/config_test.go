@@ -159,6 +159,12 @@ func TestDefaultsFollowOtherKeys(t *testing.T) {
 			t.Errorf("dead_letter.subscription = %q, want dlq-replay", got)
 		}
 	})
+	t.Run("the sink's app profile does not follow the state's", func(t *testing.T) {
+		cfg := mustParse(t, strings.Replace(minimal, "{instance: i}", "{instance: i, app_profile: pubsink-state}", 1))
+		if got := cfg.Pipelines[0].Sink; got.Instance != "i" || got.AppProfile != "" {
+			t.Errorf("sink instance %q, app_profile %q; want i and the instance's default profile", got.Instance, got.AppProfile)
+		}
+	})
 	t.Run("an explicit zero is not replaced by the default", func(t *testing.T) {
 		_, err := Parse([]byte(strings.Replace(minimal, "{subscription: orders-sub}", "{subscription: orders-sub, streams: 0}", 1)))
 		if err == nil || err.Error() != "pipelines[0].source.streams: must be 1 to 64, not 0" {
@@ -189,9 +195,10 @@ func TestEnvironmentOverridesReachTheStruct(t *testing.T) {
 	t.Setenv("PUBSINK_SHUTDOWN_TIMEOUT", "7s")
 	t.Setenv("PUBSINK_LOG_LEVEL", "debug")
 	t.Setenv("PUBSINK_STATE_TABLE", "") // empty: ignored
+	t.Setenv("PUBSINK_STATE_APP_PROFILE", "pubsink-state")
 	cfg := mustParse(t, minimal)
 	if cfg.State.Instance != "from-env" || cfg.Project != "env-project" || cfg.ShutdownTimeout != 7*time.Second ||
-		cfg.Log.Level != "debug" || cfg.State.Table != "pubsink_state" {
+		cfg.Log.Level != "debug" || cfg.State.Table != "pubsink_state" || cfg.State.AppProfile != "pubsink-state" {
 		t.Errorf("overrides not applied: %+v", cfg)
 	}
 	if got := cfg.Pipelines[0].Sink.Instance; got != "from-env" {

@@ -49,6 +49,12 @@ var topDefaults = []struct {
 	// One table per deployment for dedupe records, watermarks and snapshots;
 	// setup creates it.
 	{"state.table", "pubsink_state"},
+	// The instance's default profile, which suits an instance of one
+	// cluster. With several clusters it is usually multi-cluster routing,
+	// which refuses the conditional mutations of exactly_once: run checks
+	// and says how to make a profile (docs/reference.md, "What setup
+	// creates"). Registered so that PUBSINK_STATE_APP_PROFILE works.
+	{"state.app_profile", ""},
 }
 
 // newViper returns a viper with every top-level default registered and its
@@ -159,6 +165,13 @@ func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) 
 		// One instance for state and data is the common deployment.
 		p.Sink.Instance = state.Instance
 	}
+	// sink.app_profile has no default here: "" is the instance's default
+	// profile, even when the sink is in state.instance. state.app_profile
+	// routes to one cluster so that conditional mutations are safe; the
+	// sink's writes are plain idempotent ApplyBulk calls and keep the
+	// failover of a multi-cluster default rather than follow the state
+	// profile onto one cluster (and a profile of state.instance does not
+	// exist in another instance).
 	if !set("sink.column_family") {
 		p.Sink.ColumnFamily = defaultColumnFamily
 	}

@@ -31,7 +31,8 @@ var (
 	pipelineNameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	// Pub/Sub resource IDs: 3 to 255 characters, starting with a letter.
 	pubsubIDRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._~+%-]{2,254}$`)
-	// Bigtable table IDs and column family names.
+	// Bigtable table IDs, column family names and app profile IDs (all
+	// [_a-zA-Z0-9][-_.a-zA-Z0-9]* in the API).
 	bigtableIDRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 )
 
@@ -53,6 +54,7 @@ func validate(cfg *Config, c *collector) {
 	} else if !bigtableIDRE.MatchString(cfg.State.Table) {
 		c.add("state.table", "%q is not a Bigtable table ID (letters, digits, _ . -)", cfg.State.Table)
 	}
+	checkAppProfile(c, "state.app_profile", cfg.State.AppProfile)
 	if len(cfg.Pipelines) == 0 {
 		c.add("pipelines", "at least one pipeline is required")
 	}
@@ -152,6 +154,7 @@ func (v *validator) sink(at func(string) string, p *Pipeline) {
 		if k.Instance == "" {
 			c.add(at("sink.instance"), "required for a bigtable sink (it defaults to state.instance)")
 		}
+		checkAppProfile(c, at("sink.app_profile"), k.AppProfile)
 		if k.Table == "" {
 			c.add(at("sink.table"), "required for a bigtable sink")
 		} else if !bigtableIDRE.MatchString(k.Table) {
@@ -267,6 +270,14 @@ func oneOf(c *collector, path, value string, allowed ...string) bool {
 	}
 	c.add(path, "%q is not one of %s", value, strings.Join(allowed, ", "))
 	return false
+}
+
+// checkAppProfile reports a profile that is not a Bigtable app profile ID;
+// "" (the instance's default profile) is fine.
+func checkAppProfile(c *collector, path, profile string) {
+	if profile != "" && !bigtableIDRE.MatchString(profile) {
+		c.add(path, "%q is not a Bigtable app profile ID (letters, digits, _ . -; empty for the instance's default profile)", profile)
+	}
 }
 
 // checkName reports name unless it is a valid Pub/Sub ID or a full name

@@ -3,15 +3,19 @@ package fake
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/bigtable/apiv2/bigtablepb"
 	"cloud.google.com/go/bigtable/bttest"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/internal/state"
 )
@@ -23,9 +27,10 @@ type Backends struct {
 	Bigtable *bttest.Server
 }
 
-// Start starts both backends. Close stops them.
-func Start() (*Backends, error) {
-	bt, err := bttest.NewServer("127.0.0.1:0")
+// Start starts both backends, the Bigtable emulator with opts (such as
+// RefuseConditionalMutations). Close stops them.
+func Start(opts ...grpc.ServerOption) (*Backends, error) {
+	bt, err := bttest.NewServer("127.0.0.1:0", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fake: bigtable: %w", err)
 	}
@@ -52,12 +57,42 @@ func (b *Backends) PubSubClient(ctx context.Context, project string) (*pubsub.Cl
 // emulator, with its own connection and without client-side metrics
 // export. The caller closes it.
 func (b *Backends) BigtableClient(ctx context.Context, project, instance string) (*bigtable.Client, error) {
+	return b.BigtableProfileClient(ctx, project, instance, "")
+}
+
+// BigtableProfileClient is BigtableClient whose requests name the app
+// profile profile ("": the instance's default profile).
+func (b *Backends) BigtableProfileClient(ctx context.Context, project, instance, profile string) (*bigtable.Client, error) {
 	conn, err := dial(b.Bigtable.Addr)
 	if err != nil {
 		return nil, err
 	}
 	return bigtable.NewClientWithConfig(ctx, project, instance,
-		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
+		bigtable.ClientConfig{AppProfile: profile, MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(conn))
+}
+
+// RefuseConditionalMutations is an option of Start under which the
+// emulator, which runs every request, refuses single-row transactions
+// (CheckAndMutateRow, ReadModifyWriteRow) as Cloud Bigtable does through an
+// app profile without single-cluster routing and transactional writes:
+// with FailedPrecondition, unless the request names one of the profiles
+// allowed.
+func RefuseConditionalMutations(allowed ...string) grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		switch info.FullMethod {
+		case bigtablepb.Bigtable_CheckAndMutateRow_FullMethodName, bigtablepb.Bigtable_ReadModifyWriteRow_FullMethodName:
+			var profile string
+			if r, ok := req.(interface{ GetAppProfileId() string }); ok {
+				profile = r.GetAppProfileId()
+			}
+			if !slices.Contains(allowed, profile) {
+				return nil, status.Errorf(codes.FailedPrecondition,
+					"fake: app profile %q does not allow single-row transactions: they need single-cluster routing with transactional writes allowed",
+					profile)
+			}
+		}
+		return handler(ctx, req)
+	})
 }
 
 // BigtableAdmin returns an admin client for project/instance on the
