@@ -29,7 +29,7 @@ var tiers = []struct{ tier, pattern string }{
 	{"helper", "internal/..."},
 	{"tool", "tools/..."},
 	{"test", "e2e"},
-	{"part", "pipeline"}, {"part", "source"}, {"part", "dedupe"}, {"part", "watermark"},
+	{"part", "pipeline"}, {"part", "source"}, {"part", "dedupe"}, {"part", "members"}, {"part", "watermark"},
 	{"part", "sinks/..."}, {"part", "deadletter/..."}, {"part", "config"}, {"part", "template"},
 }
 

@@ -1,0 +1,213 @@
+package members
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/internal/fake"
+)
+
+const testLease = 400 * time.Millisecond
+
+// stateTable returns a client of a fresh state table on bttest.
+func stateTable(t *testing.T) *bigtable.Client {
+	t.Helper()
+	b, err := fake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	c, err := b.StateTable(context.Background(), "p", "i", "state", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// member is one running member of pipeline "orders".
+type member struct {
+	*Members
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func start(t *testing.T, client *bigtable.Client, id string, s store) *member {
+	t.Helper()
+	cfg := Config{Pipeline: "orders", Table: "state", ID: id, Lease: testLease}
+	m := New(client, zap.NewNop(), cfg)
+	if s != nil {
+		m.store = s
+	}
+	return run(t, m)
+}
+
+func run(t *testing.T, m *Members) *member {
+	ctx, stop := context.WithCancel(context.Background())
+	mb := &member{Members: m, stop: stop, done: make(chan struct{})}
+	go func() { defer close(mb.done); m.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-mb.done })
+	return mb
+}
+
+// halt stops renewing without a clean stop, as a crash or a pause would.
+func (mb *member) halt() { mb.stop(); <-mb.done }
+
+func joined(t *testing.T, m *member, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := m.Joined(ctx); err != nil {
+		t.Fatalf("%s not joined after %v: %+v", m.ID(), within, m.Stats())
+	}
+}
+
+func eventually(t *testing.T, what string, within time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAFirstMemberIsJoinedAndAlone(t *testing.T) {
+	c := stateTable(t)
+	a := start(t, c, "a", nil)
+	joined(t, a, time.Second)
+	v := a.View()
+	if !v.Alone || v.FastUntil.Before(time.Now()) || v.AloneEpoch != 0 {
+		t.Fatalf("view %+v; want alone with the fast path open, epoch 0", v)
+	}
+}
+
+// TestANewcomerIsJoinedOnlyAfterTheOtherLeftTheFastPath: the member that
+// was alone leaves the fast path before it acknowledges a newcomer, so at
+// no moment is the newcomer joined while the other is still alone.
+func TestANewcomerIsJoinedOnlyAfterTheOtherLeftTheFastPath(t *testing.T) {
+	c := stateTable(t)
+	a := start(t, c, "a", nil)
+	joined(t, a, time.Second)
+
+	b := start(t, c, "b", nil)
+	deadline := time.Now().Add(3 * time.Second)
+	samples := 0
+	for !b.View().Joined {
+		if time.Now().After(deadline) {
+			t.Fatalf("b not joined: %+v", b.Stats())
+		}
+		samples++
+		time.Sleep(time.Millisecond)
+	}
+	if v := a.View(); v.Alone {
+		t.Fatalf("b is joined while a is still alone: %+v", v)
+	}
+	if samples == 0 {
+		t.Fatal("b was joined at once: the handshake did not wait for a")
+	}
+	if v := b.View(); v.Alone {
+		t.Fatalf("b's view %+v; want shared", v)
+	}
+	if st := a.Stats(); len(st.Acked) != 1 || st.Acked[0] != "b" || len(st.Members) != 2 {
+		t.Fatalf("a's stats %+v; want b acknowledged", st)
+	}
+}
+
+// TestAMemberThatStopsRenewingLapses: a member that stops renewing without
+// a clean stop (killed, paused) lapses after a lease on the other's clock;
+// the other is then alone again in a new epoch.
+func TestAMemberThatStopsRenewingLapses(t *testing.T) {
+	c := stateTable(t)
+	a := start(t, c, "a", nil)
+	joined(t, a, time.Second)
+	b := start(t, c, "b", nil)
+	joined(t, b, 2*time.Second)
+	eventually(t, "a sees b", time.Second, func() bool { return !a.View().Alone })
+
+	b.halt()
+	start := time.Now()
+	eventually(t, "a alone again", 4*testLease, func() bool { return a.View().Alone })
+	if took := time.Since(start); took < testLease/2 {
+		t.Fatalf("a was alone again %v after b stopped renewing; a lease is %v", took, testLease)
+	}
+	if v := a.View(); v.AloneEpoch != 1 {
+		t.Fatalf("view %+v; want epoch 1: the filters may lack b's keys", v)
+	}
+}
+
+func TestACleanStopRemovesTheCell(t *testing.T) {
+	c := stateTable(t)
+	a := start(t, c, "a", nil)
+	joined(t, a, time.Second)
+	b := start(t, c, "b", nil)
+	joined(t, b, 2*time.Second)
+	b.halt()
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cells, err := a.store.read(context.Background())
+	if err != nil || len(cells) != 1 {
+		t.Fatalf("cells after b's clean stop: %v, %v; want a's only", cells, err)
+	}
+}
+
+// failingStore fails every call while down is set.
+type failingStore struct {
+	store
+	mu   sync.Mutex
+	down bool
+}
+
+func (s *failingStore) set(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
+func (s *failingStore) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("unavailable")
+	}
+	return nil
+}
+func (s *failingStore) write(ctx context.Context, id, v string, at bigtable.Timestamp) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.store.write(ctx, id, v, at)
+}
+func (s *failingStore) read(ctx context.Context) (map[string]cell, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.store.read(ctx)
+}
+
+// TestAMemberThatCannotRenewLosesTheFastPathBeforeOthersJudgeItLapsed: the
+// fast path closes at lease − margin after the last successful write, on
+// the member's own clock, before a lease has passed on anyone's.
+func TestAMemberThatCannotRenewLosesTheFastPathBeforeOthersJudgeItLapsed(t *testing.T) {
+	c := stateTable(t)
+	fs := &failingStore{store: btStore{table: c.Open("state"), row: Row("orders")}}
+	a := start(t, c, "a", fs)
+	joined(t, a, time.Second)
+	fs.set(true)
+	down := time.Now()
+	eventually(t, "a leaves the fast path", 2*testLease, func() bool { return !a.View().Alone })
+	if took := time.Since(down); took > testLease {
+		t.Fatalf("the fast path lasted %v after renewals began to fail; it must end within a lease (%v)", took, testLease)
+	}
+	if v := a.View(); v.Joined {
+		t.Fatalf("view %+v; a member that cannot renew is not joined", v)
+	}
+	fs.set(false)
+	joined(t, a, 2*time.Second)
+	if v := a.View(); !v.Alone {
+		t.Fatalf("view %+v after renewals resumed; want alone", v)
+	}
+}
