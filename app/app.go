@@ -21,6 +21,7 @@ import (
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/server"
 	"github.com/pubsink/pubsink/internal/state"
+	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
@@ -67,6 +68,8 @@ type App struct {
 	// (nil for an injected one): the watermark holds after a break.
 	streams   *source.StreamWatch
 	bigtables map[bigtableKey]*bigtable.Client
+	// id names this process among the members of its pipelines.
+	id        string
 	pipelines []*pipeline.Pipeline
 	server    *server.Server
 }
@@ -74,7 +77,7 @@ type App struct {
 // Open connects the clients, checks that every subscription exists and
 // builds the pipelines. It returns an error naming what is missing.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
-	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}}
+	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}, id: members.NewID()}
 	defer func() {
 		if err != nil {
 			a.closeClients()
@@ -162,7 +165,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	}
 	// Each optional part is built in a file of its own (dedupe.go,
 	// watermark.go, deadletter.go); a nil part is left out.
-	if deps.Dedupe, err = a.dedupe(ctx, pc, m); err != nil {
+	if deps.Dedupe, deps.Members, err = a.dedupe(ctx, pc, m); err != nil {
 		return nil, err
 	}
 	if deps.Tracker, err = a.tracker(ctx, pc, src, topic, maxBytes, m); err != nil {

@@ -56,7 +56,7 @@ func BenchmarkClaimNew(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c, dup, err := d.Claim(ctx, keys[i&(len(keys)-1)])
+		c, dup, err := d.Claim(ctx, keys[i&(len(keys)-1)], "m")
 		if err != nil || dup {
 			b.Fatal(dup, err)
 		}
@@ -86,7 +86,7 @@ func BenchmarkClaimCommit(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					key := keys[int(next.Add(1))&(len(keys)-1)]
-					c, dup, err := d.Claim(ctx, key)
+					c, dup, err := d.Claim(ctx, key, delivery())
 					if err != nil {
 						b.Error(err)
 						return

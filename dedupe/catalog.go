@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/bigtable"
@@ -15,15 +15,24 @@ import (
 
 // Layout of the catalog in the state table (family state.FamilyDedupe):
 //
-//	dedupe#PIPELINE#HH#KEY   one row per committed key
+//	dedupe#PIPELINE#HH#KEY   one row per claimed key
 //	dedupe#PIPELINE#HH=SHA   the same, for a key longer than maxRawKey
 //
-// with one cell k:c, empty, whose timestamp is the commit time in
-// milliseconds. HH is the top byte of the key's hash in hex: 256 buckets.
+// HH is the top byte of the key's hash in hex: 256 buckets. A row holds
+//
+//	k:w/MESSAGE_ID   a claim: the delivery that won the key (its Pub/Sub
+//	                 message ID, the same in every redelivery), empty, at
+//	                 the claim time; written before the row
+//	k:c              the record: the winner's row is durable, empty, at the
+//	                 commit time; written after the row
+//
+// with timestamps in milliseconds. Only cells within the window count.
 const (
 	rowPrefix = "dedupe#"
-	// column is the qualifier of the one cell of a catalog row.
+	// column is the qualifier of a catalog row's record.
 	column = "c"
+	// claimPrefix starts the qualifier of a claim; the winner follows.
+	claimPrefix = "w/"
 	// maxRawKey is the longest key kept as it is in a row key. Bigtable
 	// rejects row keys over 4 KiB, and long row keys cost on every read:
 	// a longer key is replaced by the hex SHA-256 of it, which identifies
@@ -33,9 +42,57 @@ const (
 	buckets = 256
 )
 
-// errSeen is the flush result of a catalog read whose key was committed
-// within the window. It never leaves the package.
-var errSeen = errors.New("dedupe: key committed within the window")
+// rowState is what a catalog row says within the window.
+type rowState struct {
+	recorded  bool     // a record: the key is committed
+	claimants []string // the winners named by claims
+}
+
+// outcome is what a row means for a delivery that wants the key.
+type outcome uint8
+
+const (
+	free  outcome = iota // nothing within the window: the key may be claimed
+	mine                 // claimed by this very message (a redelivery), no record
+	taken                // claimed by another delivery, not recorded yet: wait
+	seen                 // recorded: a duplicate
+)
+
+// decide says what the row means for winner.
+func (r rowState) decide(winner string) outcome {
+	switch {
+	case r.recorded:
+		return seen
+	case len(r.claimants) == 0:
+		return free
+	}
+	for _, c := range r.claimants {
+		if c != winner {
+			return taken
+		}
+	}
+	return mine
+}
+
+// stateOf reads a row of the catalog, read with recordFilter(since).
+func stateOf(r bigtable.Row, since bigtable.Timestamp) rowState {
+	var st rowState
+	for _, it := range r[state.FamilyDedupe] {
+		if it.Timestamp < since {
+			continue
+		}
+		q := it.Column[len(state.FamilyDedupe)+1:]
+		switch {
+		case q == column:
+			st.recorded = true
+		case strings.HasPrefix(q, claimPrefix):
+			if w := q[len(claimPrefix):]; !slices.Contains(st.claimants, w) {
+				st.claimants = append(st.claimants, w)
+			}
+		}
+	}
+	return st
+}
 
 // catalogID is how a key appears in its row key: as it is, or digested
 // when longer than maxRawKey.
@@ -110,11 +167,21 @@ func (c catalog) ranges(n int) []keyRange {
 // failures. Times are Bigtable timestamps (microseconds, whole
 // milliseconds). Errors are the client's, as they are.
 type store interface {
-	// read reports, for each row, whether it holds a record at or after
+	// read returns, for each row, its records and claims at or after
 	// since.
-	read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]bool, error)
+	read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error)
 	// write records each row at its commit time; nil, or one error per row.
 	write(ctx context.Context, rows []string, at []bigtable.Timestamp) ([]error, error)
+	// claim writes, unconditionally, the claim of each row by its winner
+	// at its time; nil, or one error per row. Only a process alone may.
+	claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error)
+	// claimIf claims row for winner at at, in one conditional mutation,
+	// unless the row holds anything at or after since but claims by
+	// winner; it reports whether that condition held (then it wrote
+	// nothing). An error leaves it unknown whether the claim was written.
+	claimIf(ctx context.Context, row, winner string, at, since bigtable.Timestamp) (blocked bool, err error)
+	// unclaim deletes winner's claims of row.
+	unclaim(ctx context.Context, row, winner string) error
 	// scan calls fn for every row of rng with a record at or after since,
 	// with its latest commit time, in row order. It stops early if fn
 	// returns false.
@@ -137,9 +204,11 @@ func recordFilter(since bigtable.Timestamp) bigtable.ReadOption {
 	return bigtable.RowFilter(bigtable.TimestampRangeFilterMicros(since, 0))
 }
 
-// latest is the latest commit time of a row read with recordFilter, and
-// false if it holds none at or after since (checked again here, so that the
-// answer does not rest on the server's filter alone).
+// latest is the latest time of a record or claim of a row read with
+// recordFilter, and false if it holds none at or after since (checked again
+// here, so that the answer does not rest on the server's filter alone). A
+// rebuild puts the key of such a row in the filters: a claim without its
+// record yet also makes a later delivery of the key ask the catalog.
 func latest(r bigtable.Row, since bigtable.Timestamp) (bigtable.Timestamp, bool) {
 	var at bigtable.Timestamp
 	found := false
@@ -151,22 +220,59 @@ func latest(r bigtable.Row, since bigtable.Timestamp) (bigtable.Timestamp, bool)
 	return at, found
 }
 
-func (s btStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]bool, error) {
-	seen := make(map[string]struct{}, 4)
+func (s btStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error) {
+	states := make(map[string]rowState, 4)
 	err := s.table.ReadRows(ctx, bigtable.RowList(rows), func(r bigtable.Row) bool {
-		if _, ok := latest(r, since); ok {
-			seen[r.Key()] = struct{}{}
-		}
+		states[r.Key()] = stateOf(r, since)
 		return true
 	}, recordFilter(since))
 	if err != nil {
 		return nil, err
 	}
-	found := make([]bool, len(rows))
+	out := make([]rowState, len(rows))
 	for i, row := range rows {
-		_, found[i] = seen[row]
+		out[i] = states[row]
 	}
-	return found, nil
+	return out, nil
+}
+
+func (s btStore) claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
+	muts := make([]*bigtable.Mutation, len(rows))
+	for i := range rows {
+		m := bigtable.NewMutation()
+		m.Set(state.FamilyDedupe, claimPrefix+winners[i], at[i], nil)
+		muts[i] = m
+	}
+	return s.table.ApplyBulk(ctx, rows, muts)
+}
+
+// othersFilter keeps the cells of a row at or after since except winner's
+// claims: the condition under which winner may not claim the row.
+func othersFilter(winner string, since bigtable.Timestamp) bigtable.Filter {
+	q := claimPrefix + winner
+	return bigtable.ChainFilters(
+		bigtable.TimestampRangeFilterMicros(since, 0),
+		bigtable.InterleaveFilters(
+			bigtable.ColumnRangeFilter(state.FamilyDedupe, "", q),
+			bigtable.ColumnRangeFilter(state.FamilyDedupe, q+"\x00", ""),
+		),
+	)
+}
+
+func (s btStore) claimIf(ctx context.Context, row, winner string, at, since bigtable.Timestamp) (bool, error) {
+	set := bigtable.NewMutation()
+	set.Set(state.FamilyDedupe, claimPrefix+winner, at, nil)
+	var blocked bool
+	// Apply does not retry a conditional mutation: the caller reads the row
+	// back after an error.
+	err := s.table.Apply(ctx, row, bigtable.NewCondMutation(othersFilter(winner, since), nil, set), bigtable.GetCondMutationResult(&blocked))
+	return blocked, err
+}
+
+func (s btStore) unclaim(ctx context.Context, row, winner string) error {
+	m := bigtable.NewMutation()
+	m.DeleteCellsInColumn(state.FamilyDedupe, claimPrefix+winner)
+	return s.table.Apply(ctx, row, m)
 }
 
 func (s btStore) write(ctx context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/pubsink/pubsink/internal/batch"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/members"
 )
 
 // Defaults of Config.
@@ -66,6 +68,10 @@ type Config struct {
 	// FalsePositiveRate is the target probability that a new key costs a
 	// catalog read (all live filters together).
 	FalsePositiveRate float64
+	// Members is the pipeline's membership, which says when the fast path
+	// is safe (package members); nil: this process is alone for ever (a
+	// test, or a tool that owns the catalog).
+	Members Membership
 	// Metrics receives the lookups and filter gauges; nil: a private set.
 	Metrics *metrics.Pipeline
 	// Now is the processing-time clock; nil: time.Now. Tests set a fake.
@@ -97,6 +103,22 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Membership is what Keys needs of package members.
+type Membership interface {
+	// View says whether this process is joined and alone, and until when.
+	View() members.View
+	// Joined blocks until this process is joined, or ctx ends.
+	Joined(ctx context.Context) error
+}
+
+// alone is the Membership of a process that is alone for ever.
+type alone struct{}
+
+func (alone) View() members.View {
+	return members.View{Joined: true, Alone: true, FastUntil: time.Now().Add(time.Hour)}
+}
+func (alone) Joined(context.Context) error { return nil }
+
 // Keys claims and commits the dedupe keys of one pipeline: a ring of Bloom
 // filters in front of the durable catalog. Its methods are safe for
 // concurrent use.
@@ -106,16 +128,40 @@ type Keys struct {
 	now    func() time.Time
 	store  store
 	cat    catalog
-	reads  *batch.Batcher[string]
+	reads  *batch.Batcher[lookup]
 	writes *batch.Batcher[record]
-	holds  sync.Pool // of *hold: a Claim of a new key allocates nothing
+	claims *batch.Batcher[claimWrite]
+	holds  sync.Pool // of *hold
+
+	// unclaims are the releases of claim cells under way, which Close
+	// waits for.
+	unclaims sync.WaitGroup
 
 	mu      sync.Mutex
 	ring    *ring
 	held    map[string]*hold // keys claimed and not yet committed or released
 	tokens  uint64           // the last token a hold was given
 	rebuilt bool
-	rebuild rebuildStats
+	// rebuiltEpoch is the membership's alone epoch when the last rebuild
+	// began: the filters answer for the fast path only in that epoch.
+	rebuiltEpoch uint64
+	rebuilding   bool
+	rebuild      rebuildStats
+	conflicts    int64 // claims that waited for another delivery's claim
+	conditional  int64 // conditional claims made
+	upgrades     int64 // fast-path claims confirmed too late, made conditional
+}
+
+// lookup is one batched catalog read; out receives the row's state.
+type lookup struct {
+	row string
+	out *rowState
+}
+
+// claimWrite is one batched, unconditional claim.
+type claimWrite struct {
+	row, winner string
+	at          bigtable.Timestamp
 }
 
 // record is one catalog write.
@@ -146,9 +192,13 @@ func newKeys(s store, log *zap.Logger, cfg Config) *Keys {
 		ring:  newRing(width, cfg.Slices, cfg.FalsePositiveRate, max(expected, minExpectedKeys)),
 		held:  make(map[string]*hold),
 	}
+	if d.cfg.Members == nil {
+		d.cfg.Members = alone{}
+	}
 	d.holds.New = func() any { return new(hold) }
 	d.reads = batch.New(readBatch, d.flushReads)
 	d.writes = batch.New(writeBatch, d.flushWrites)
+	d.claims = batch.New(writeBatch, d.flushClaims)
 	return d
 }
 
@@ -162,22 +212,31 @@ func (d *Keys) Check(ctx context.Context) error {
 }
 
 // Claim reports whether key was committed within the window (dup). If it
-// was not, the caller holds key until it ends the hold through the returned
-// Claim: Commit once the row is durable, or Release. A duplicate or an
-// error returns the zero Claim, which holds nothing.
+// was not, winner (the delivery's message ID, the same in every
+// redelivery) holds key until the caller ends the hold through the
+// returned Claim: Commit once the row is durable, or Release. A duplicate
+// or an error returns the zero Claim, which holds nothing.
 //
-// A key that no filter may hold costs no I/O. Otherwise Claim waits for a
-// batched catalog read; only a record younger than the window makes dup
-// true. While another caller holds key, Claim waits for its outcome: dup if
-// it committed, otherwise Claim starts over (and may take the key).
+// Before it returns a hold, Claim makes the hold durable: a claim cell in
+// the key's catalog row names winner. While this process is alone
+// (Config.Members) the claim is one unconditional write in a batch, and a
+// key that no filter may hold costs no read; otherwise it is one
+// conditional mutation (CheckAndMutateRow) that succeeds only if the row
+// holds nothing within the window but winner's own claims. A row recorded
+// within the window makes dup true; a row claimed by another delivery
+// makes Claim wait (polling, with backoff) until that one commits (dup) or
+// gives the key up; a row claimed by winner itself (a redelivery after a
+// crash) is winner's to finish. While another caller in this process holds
+// key, Claim waits for it first.
 //
 // Errors are the catalog's (transient; Claim does not retry them) or
 // ctx's when it ends while waiting; the key is not held then.
-func (d *Keys) Claim(ctx context.Context, key string) (Claim, bool, error) {
+func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, error) {
 	id := idOf(key)
 	h := hashOf(id.id)
+	wait := conflictWait
 	for {
-		now := d.now().UnixNano()
+		now := d.now()
 		d.mu.Lock()
 		if other, ok := d.held[key]; ok {
 			w := other.waiters()
@@ -192,33 +251,129 @@ func (d *Keys) Claim(ctx context.Context, key string) (Claim, bool, error) {
 				return Claim{}, false, ctx.Err()
 			}
 		}
-		d.ring.advance(now)
-		maybe := !d.rebuilt || d.ring.test(h)
+		v := d.cfg.Members.View()
+		if !v.Joined {
+			d.mu.Unlock()
+			if err := d.cfg.Members.Joined(ctx); err != nil {
+				return Claim{}, false, err
+			}
+			continue
+		}
+		d.ring.advance(now.UnixNano())
+		fast := v.Alone && d.rebuilt && d.rebuiltEpoch == v.AloneEpoch && !d.ring.test(h)
 		d.tokens++
 		hd := d.holds.Get().(*hold)
-		hd.token, hd.id, hd.h = d.tokens, id, h
+		hd.token, hd.id, hd.h, hd.winner = d.tokens, id, h, winner
+		hd.row = d.cat.row(id, h)
 		d.held[key] = hd
+		token := hd.token
+		row := hd.row
 		d.mu.Unlock()
-		c := NewClaim(d, key, hd.token)
 
-		if !maybe {
-			return c, false, nil
-		}
-		d.cfg.Metrics.Lookups.Inc()
-		err := d.reads.Add(ctx, d.cat.row(id, h), len(d.cat.prefix)+3+len(id.id))
+		out, err := d.decide(ctx, row, winner, v, fast)
 		switch {
-		case err == nil:
-			return c, false, nil
-		case errors.Is(err, errSeen):
-			d.end(key, hd.token, true)
-			return Claim{}, true, nil
-		default:
-			d.end(key, hd.token, false)
+		case err != nil:
+			d.end(key, token, false)
 			if ctx.Err() == nil {
-				err = fmt.Errorf("dedupe: read catalog: %w", err)
+				err = fmt.Errorf("dedupe: claim in catalog: %w", err)
 			}
 			return Claim{}, false, err
+		case out == seen:
+			d.end(key, token, true)
+			return Claim{}, true, nil
+		case out == taken:
+			d.end(key, token, false)
+			d.mu.Lock()
+			d.conflicts++
+			d.mu.Unlock()
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return Claim{}, false, ctx.Err()
+			}
+			wait = min(2*wait, maxConflictWait)
+			continue
 		}
+		d.mu.Lock()
+		hd.claimed = true // a claim cell is written: Release deletes it
+		d.mu.Unlock()
+		return NewClaim(d, key, token), false, nil
+	}
+}
+
+// How long a Claim waits between two looks at a key that another delivery
+// claimed: the winner normally commits within a batch or two, and a
+// winner that crashed comes back after its lease (15 s) at the latest.
+const (
+	conflictWait    = 20 * time.Millisecond
+	maxConflictWait = time.Second
+)
+
+// decide makes winner's claim of row durable, or finds why it cannot be:
+// mine (the claim is winner's), seen (a duplicate), or taken (wait). v is
+// the membership view the hold was taken under; fast says the filters
+// answered "new" in it.
+func (d *Keys) decide(ctx context.Context, row, winner string, v members.View, fast bool) (outcome, error) {
+	if !v.Alone {
+		return d.claimShared(ctx, row, winner)
+	}
+	if !fast {
+		d.cfg.Metrics.Lookups.Inc()
+		var st rowState
+		if err := d.reads.Add(ctx, lookup{row: row, out: &st}, len(row)); err != nil {
+			return free, fmt.Errorf("read: %w", err)
+		}
+		if out := st.decide(winner); out == seen || out == taken {
+			return out, nil
+		}
+	}
+	at := bigtable.Time(d.now()).TruncateToMilliseconds()
+	if err := d.claims.Add(ctx, claimWrite{row: row, winner: winner, at: at}, len(row)+len(winner)); err != nil {
+		return free, fmt.Errorf("write claim: %w", err)
+	}
+	// The unconditional claim is trusted only if the fast path was still
+	// open once it was confirmed: then it was durable before this process
+	// acknowledged any newcomer (package members). Otherwise another
+	// process may have claimed the key meanwhile: ask the catalog, in the
+	// one conditional mutation.
+	if now, after := time.Now(), d.cfg.Members.View(); after.Alone && after.AloneEpoch == v.AloneEpoch && now.Before(v.FastUntil) {
+		return mine, nil
+	}
+	d.mu.Lock()
+	d.upgrades++
+	d.mu.Unlock()
+	return d.claimShared(ctx, row, winner)
+}
+
+// claimShared claims row for winner with one conditional mutation and,
+// when the row holds something else, reads it to say what.
+func (d *Keys) claimShared(ctx context.Context, row, winner string) (outcome, error) {
+	now := d.now()
+	at := bigtable.Time(now).TruncateToMilliseconds()
+	since := bigtable.Time(now.Add(-d.cfg.Window)).TruncateToMilliseconds()
+	d.mu.Lock()
+	d.conditional++
+	d.mu.Unlock()
+	blocked, err := d.store.claimIf(ctx, row, winner, at, since)
+	if err == nil && !blocked {
+		return mine, nil
+	}
+	// Blocked, or the reply was lost (the mutation may have been applied):
+	// the row says which.
+	sts, rerr := d.store.read(ctx, []string{row}, since)
+	if rerr != nil {
+		if err != nil {
+			return free, err
+		}
+		return free, fmt.Errorf("read back: %w", rerr)
+	}
+	switch out := sts[0].decide(winner); {
+	case out == free && err != nil:
+		return free, err // the lost mutation was not applied: retry
+	case out == free:
+		return taken, nil // what blocked it is gone already: look again soon
+	default:
+		return out, nil
 	}
 }
 
@@ -237,20 +392,50 @@ func (d *Keys) end(key string, token uint64, committed bool) bool {
 		w.committed = committed
 		close(w.done)
 	}
+	row, winner, claimed := hd.row, hd.winner, hd.claimed
 	d.mu.Unlock()
 	*hd = hold{}
 	d.holds.Put(hd)
+	if claimed && !committed {
+		d.unclaim(row, winner)
+	}
 	return true
+}
+
+// unclaimTimeout bounds the deletion of a released claim cell.
+const unclaimTimeout = 30 * time.Second
+
+// unclaim deletes winner's claim of row in the background, so that a
+// delivery of another message waiting for the key may take it. Should it
+// fail, the claim lapses with the window, and until then other deliveries
+// of the key wait; a redelivery of winner itself is not hindered.
+func (d *Keys) unclaim(row, winner string) {
+	d.unclaims.Add(1)
+	go func() {
+		defer d.unclaims.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), unclaimTimeout)
+		defer cancel()
+		err := retry.Default.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
+			return d.store.unclaim(ctx, row, winner)
+		}, nil)
+		if err != nil {
+			d.log.Warn("a released claim could not be deleted; other deliveries of its key wait for the window",
+				zap.String("row", row), zap.String("winner", winner), zap.Error(err))
+		}
+	}()
 }
 
 // hold is a held key's entry in Keys.held. Holds are recycled once ended:
 // a Claim names its hold by key and token, never by pointer, so that a
 // Claim used after its hold ended finds nothing instead of another's hold.
 type hold struct {
-	token uint64
-	id    catalogID
-	h     hashes
-	wait  *waiters // guarded by Keys.mu
+	token   uint64
+	id      catalogID
+	h       hashes
+	row     string
+	winner  string
+	claimed bool     // a claim cell names winner (guarded by Keys.mu)
+	wait    *waiters // guarded by Keys.mu
 }
 
 // waiters is what the Claims waiting for a held key learn of its outcome.
@@ -317,18 +502,38 @@ func (d *Keys) Release(key string, token uint64) {
 	d.end(key, token, false)
 }
 
-// flushReads reads one batch of catalog rows. An item's result is nil
-// (not committed within the window), errSeen, or the read's error.
-func (d *Keys) flushReads(ctx context.Context, rows []string) []error {
+// flushReads reads one batch of catalog rows into their lookups.
+func (d *Keys) flushReads(ctx context.Context, ls []lookup) []error {
 	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
-	found, err := d.store.read(ctx, rows, since)
-	errs := make([]error, len(rows))
-	for i := range errs {
-		switch {
-		case err != nil:
+	rows := make([]string, len(ls))
+	for i, l := range ls {
+		rows[i] = l.row
+	}
+	states, err := d.store.read(ctx, rows, since)
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		if err != nil {
 			errs[i] = err
-		case found[i]:
-			errs[i] = errSeen
+			continue
+		}
+		*l.out = states[i]
+	}
+	return errs
+}
+
+// flushClaims writes one batch of unconditional claims.
+func (d *Keys) flushClaims(ctx context.Context, cs []claimWrite) []error {
+	rows := make([]string, len(cs))
+	winners := make([]string, len(cs))
+	at := make([]bigtable.Timestamp, len(cs))
+	for i, c := range cs {
+		rows[i], winners[i], at[i] = c.row, c.winner, c.at
+	}
+	errs, err := d.store.claim(ctx, rows, winners, at)
+	if err != nil {
+		errs = make([]error, len(cs))
+		for i := range errs {
+			errs[i] = err
 		}
 	}
 	return errs
@@ -362,15 +567,32 @@ func (d *Keys) Run(ctx context.Context) error {
 	d.refresh()
 	t := time.NewTicker(statsInterval)
 	defer t.Stop()
+	epoch := time.NewTicker(epochCheck)
+	defer epoch.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 			d.refresh()
+		case <-epoch.C:
+			// Alone again after others ran: their commits are not in the
+			// filters, which must be rebuilt before they answer "new".
+			v := d.cfg.Members.View()
+			d.mu.Lock()
+			stale := v.Alone && v.AloneEpoch != d.rebuiltEpoch && !d.rebuilding
+			d.mu.Unlock()
+			if stale {
+				d.log.Info("alone again: rebuilding the filters", zap.Uint64("epoch", v.AloneEpoch))
+				d.rebuildFilters(ctx)
+			}
 		}
 	}
 }
+
+// epochCheck is how often Run looks whether the filters must be rebuilt
+// for a new membership epoch.
+const epochCheck = time.Second
 
 // refresh rotates the ring to the current time and updates the gauges.
 func (d *Keys) refresh() {
@@ -387,7 +609,15 @@ func (d *Keys) refresh() {
 // and bounded by ctx, whose error it returns if cut short (the flushes
 // then fail with context.Canceled). Claims after Close fail.
 func (d *Keys) Close(ctx context.Context) error {
-	return errors.Join(d.writes.Close(ctx), d.reads.Close(ctx))
+	err := errors.Join(d.writes.Close(ctx), d.claims.Close(ctx), d.reads.Close(ctx))
+	done := make(chan struct{})
+	go func() { d.unclaims.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = errors.Join(err, ctx.Err())
+	}
+	return err
 }
 
 // Stats is the dedupe state shown in /status.
@@ -417,6 +647,13 @@ type Stats struct {
 	CatalogLookups int64 `json:"catalog_lookups"`
 	// KeysInFlight are held by a Claim not yet committed or released.
 	KeysInFlight int `json:"keys_in_flight"`
+	// ConditionalClaims counts the claims made by a conditional mutation
+	// (while not alone), Conflicts the times a claim found the key claimed
+	// by another delivery and waited, Upgrades the fast-path claims
+	// confirmed after the fast path closed, made again conditionally.
+	ConditionalClaims int64 `json:"conditional_claims"`
+	Conflicts         int64 `json:"claim_conflicts"`
+	Upgrades          int64 `json:"fast_path_upgrades"`
 }
 
 // Stats returns the state of the filters. It counts their set bits, about
@@ -438,6 +675,9 @@ func (d *Keys) Stats() Stats {
 		EstimatedFalsePositiveRate: st.fpRate,
 		TargetFalsePositiveRate:    d.cfg.FalsePositiveRate,
 		KeysInFlight:               len(d.held),
+		ConditionalClaims:          d.conditional,
+		Conflicts:                  d.conflicts,
+		Upgrades:                   d.upgrades,
 	}
 	d.mu.Unlock()
 	if st.keys > 0 {

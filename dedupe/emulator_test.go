@@ -195,7 +195,7 @@ func BenchmarkClaimCommitOnTheEmulator(b *testing.B) {
 	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			c, dup, err := d.Claim(ctx, keys[int(next.Add(1))&(len(keys)-1)])
+			c, dup, err := d.Claim(ctx, keys[int(next.Add(1))&(len(keys)-1)], delivery())
 			if err != nil {
 				b.Error(err)
 				return

@@ -27,7 +27,7 @@ func ExampleNew() {
 	go d.Run(runCtx) // rebuilds the filters from the catalog; Claims do not wait for it
 	defer func() { stop(); d.Close(ctx) }()
 
-	claim, dup, err := d.Claim(ctx, "order-1234")
+	claim, dup, err := d.Claim(ctx, "order-1234", "message-id-1")
 	defer claim.Release() // does nothing once committed, or for a duplicate
 	switch {
 	case err != nil:

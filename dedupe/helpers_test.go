@@ -59,14 +59,26 @@ func bttestClient(t testing.TB) *bigtable.Client {
 	return client
 }
 
+// deliveries numbers the message IDs of test deliveries.
+var deliveries atomic.Int64
+
+// delivery returns a new message ID: each call is another delivery.
+func delivery() string { return fmt.Sprintf("m%d", deliveries.Add(1)) }
+
 // countingStore counts the catalog I/O of a store and injects failures.
+// Claims are counted apart from records (writes).
 type countingStore struct {
 	store
-	readRows, writeRows, reads, writes atomic.Int64
-	readErr, writeErr                  atomic.Pointer[error]
+	readRows, writeRows, reads, writes, claimRows atomic.Int64
+	readErr, writeErr                             atomic.Pointer[error]
 }
 
-func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]bool, error) {
+func (s *countingStore) claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
+	s.claimRows.Add(int64(len(rows)))
+	return s.store.claim(ctx, rows, winners, at)
+}
+
+func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error) {
 	s.reads.Add(1)
 	s.readRows.Add(int64(len(rows)))
 	if err := s.readErr.Load(); err != nil {
@@ -103,30 +115,77 @@ func (s *countingStore) failWrites(err error) {
 // memStore is a catalog in a map, for benchmarks that measure the
 // in-memory path without RPCs.
 type memStore struct {
-	mu   sync.Mutex
-	rows map[string]bigtable.Timestamp
+	mu     sync.Mutex
+	rows   map[string]bigtable.Timestamp            // row → latest record
+	claims map[string]map[string]bigtable.Timestamp // row → winner → latest claim
 }
 
-func newMemStore() *memStore { return &memStore{rows: map[string]bigtable.Timestamp{}} }
+func newMemStore() *memStore {
+	return &memStore{rows: map[string]bigtable.Timestamp{}, claims: map[string]map[string]bigtable.Timestamp{}}
+}
 
-func (s *memStore) read(_ context.Context, rows []string, since bigtable.Timestamp) ([]bool, error) {
+func (s *memStore) stateLocked(row string, since bigtable.Timestamp) rowState {
+	var st rowState
+	at, ok := s.rows[row]
+	st.recorded = ok && at >= since
+	for _, w := range slices.Sorted(maps.Keys(s.claims[row])) {
+		if s.claims[row][w] >= since {
+			st.claimants = append(st.claimants, w)
+		}
+	}
+	return st
+}
+
+func (s *memStore) read(_ context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	found := make([]bool, len(rows))
+	out := make([]rowState, len(rows))
 	for i, r := range rows {
-		at, ok := s.rows[r]
-		found[i] = ok && at >= since
+		out[i] = s.stateLocked(r, since)
 	}
-	return found, nil
+	return out, nil
 }
 
 func (s *memStore) write(_ context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range rows {
-		s.rows[r] = at[i]
+		s.rows[r] = max(s.rows[r], at[i])
 	}
 	return nil, nil
+}
+
+func (s *memStore) setClaimLocked(row, winner string, at bigtable.Timestamp) {
+	if s.claims[row] == nil {
+		s.claims[row] = map[string]bigtable.Timestamp{}
+	}
+	s.claims[row][winner] = max(s.claims[row][winner], at)
+}
+
+func (s *memStore) claim(_ context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range rows {
+		s.setClaimLocked(r, winners[i], at[i])
+	}
+	return nil, nil
+}
+
+func (s *memStore) claimIf(_ context.Context, row, winner string, at, since bigtable.Timestamp) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.stateLocked(row, since); st.recorded || st.decide(winner) == taken {
+		return true, nil
+	}
+	s.setClaimLocked(row, winner, at)
+	return false, nil
+}
+
+func (s *memStore) unclaim(_ context.Context, row, winner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.claims[row], winner)
+	return nil
 }
 
 func (s *memStore) scan(_ context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(string, bigtable.Timestamp) bool) error {
@@ -145,9 +204,16 @@ func (s *memStore) check(context.Context) error { return nil }
 // nopStore answers "not recorded" and records nothing.
 type nopStore struct{}
 
-func (nopStore) read(_ context.Context, rows []string, _ bigtable.Timestamp) ([]bool, error) {
-	return make([]bool, len(rows)), nil
+func (nopStore) read(_ context.Context, rows []string, _ bigtable.Timestamp) ([]rowState, error) {
+	return make([]rowState, len(rows)), nil
 }
+func (nopStore) claim(context.Context, []string, []string, []bigtable.Timestamp) ([]error, error) {
+	return nil, nil
+}
+func (nopStore) claimIf(context.Context, string, string, bigtable.Timestamp, bigtable.Timestamp) (bool, error) {
+	return false, nil
+}
+func (nopStore) unclaim(context.Context, string, string) error { return nil }
 func (nopStore) write(context.Context, []string, []bigtable.Timestamp) ([]error, error) {
 	return nil, nil
 }
@@ -179,7 +245,7 @@ func newTest(t testing.TB, s store, clk *clock, cfg Config, trusted bool) *Keys 
 // claimNew claims key and fails unless it is new.
 func claimNew(t testing.TB, d *Keys, key string) Claim {
 	t.Helper()
-	c, dup, err := d.Claim(context.Background(), key)
+	c, dup, err := d.Claim(context.Background(), key, delivery())
 	if err != nil || dup {
 		t.Fatalf("Claim(%q) = dup %v, err %v; want a new key", key, dup, err)
 	}
@@ -206,7 +272,7 @@ func commitRange(t testing.TB, d *Keys, from, to int) {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < to; i = int(next.Add(1) - 1) {
-				c, dup, err := d.Claim(context.Background(), keyN(i))
+				c, dup, err := d.Claim(context.Background(), keyN(i), delivery())
 				if err != nil || dup {
 					t.Errorf("Claim(%q) = dup %v, err %v; want a new key", keyN(i), dup, err)
 					return
@@ -228,7 +294,7 @@ func commitRange(t testing.TB, d *Keys, from, to int) {
 // released again.
 func isDup(t testing.TB, d *Keys, key string) bool {
 	t.Helper()
-	c, dup, err := d.Claim(context.Background(), key)
+	c, dup, err := d.Claim(context.Background(), key, delivery())
 	if err != nil {
 		t.Fatalf("Claim(%q): %v", key, err)
 	}

@@ -36,9 +36,20 @@ type rebuildStats struct {
 //
 // Keys committed by this process during the rebuild go into the filters
 // through Commit as usual, so the filters miss nothing once it ends. Keys
-// committed meanwhile by another process are not seen: see the doc.go
-// section on running one process per pipeline.
+// committed meanwhile by another process are not seen: the filters answer
+// only for the membership epoch in which the rebuild began (a process that
+// has seen others since rebuilds again once it is alone), and claims made
+// while not alone do not use them at all.
 func (d *Keys) rebuildFilters(ctx context.Context) {
+	d.mu.Lock()
+	d.rebuilt, d.rebuilding = false, true
+	d.rebuiltEpoch = d.cfg.Members.View().AloneEpoch
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.rebuilding = false
+		d.mu.Unlock()
+	}()
 	start := time.Now()
 	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
 	var keys atomic.Int64

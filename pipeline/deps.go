@@ -8,6 +8,7 @@ import (
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/watermark"
@@ -23,8 +24,11 @@ type Deps struct {
 	Sink   sinks.Sink
 	// Limits are the sink's sizes, checked before a write so that an
 	// oversized row is too_large instead of failing the batch it joins.
-	Limits     sinks.Limits
-	Dedupe     Deduper
+	Limits sinks.Limits
+	Dedupe Deduper
+	// Members is the pipeline's membership among the processes running
+	// it (package members), with Dedupe; nil: no handshake.
+	Members    Members
 	Tracker    Tracker
 	DeadLetter DeadLetter
 	Metrics    *metrics.Pipeline
@@ -63,13 +67,28 @@ type Deduper interface {
 	// not, the caller holds key until it calls Commit or Release on the
 	// returned Claim; a concurrent Claim of the same key waits for that.
 	// Errors are transient (the catalog could not be read) or ctx's.
-	Claim(ctx context.Context, key string) (c dedupe.Claim, dup bool, err error)
+	// winner is the delivery's message ID, which the claim names so that a
+	// redelivery of it, in any process, can finish what it began.
+	Claim(ctx context.Context, key, winner string) (c dedupe.Claim, dup bool, err error)
 	// Run rebuilds the filters, then keeps them rotating.
 	Runner
 	// Close flushes the catalog records still queued.
 	Closer
 	// Stats are the filters' and the catalog's figures, for /status.
 	Stats() dedupe.Stats
+}
+
+// Members is this process's membership of the pipeline (package members).
+type Members interface {
+	// Joined blocks until every other live member acknowledged this one:
+	// the source starts only then.
+	Joined(ctx context.Context) error
+	// Run registers and renews the membership.
+	Runner
+	// Close removes this process from the members, on a clean stop.
+	Closer
+	// Stats are the members as this process sees them, for /status.
+	Stats() members.Stats
 }
 
 // Tracker is the event-time watermark of the pipeline (package watermark).

@@ -94,7 +94,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 	if p.deps.Dedupe != nil {
 		var dup bool
 		err := p.retry.Do(ctx, transient(ctx), func() (err error) {
-			claim, dup, err = p.deps.Dedupe.Claim(ctx, r.key)
+			claim, dup, err = p.deps.Dedupe.Claim(ctx, r.key, m.ID)
 			return err
 		}, p.logRetry(m, "dedupe lookup"))
 		if err != nil {

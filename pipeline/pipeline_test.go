@@ -81,11 +81,17 @@ type fakeDedupe struct {
 	tokens    uint64
 	released  int
 	commitErr error
+	claimErr  error    // every Claim fails with it (the catalog unreadable)
+	winners   []string // the winners Claim was asked for
 }
 
-func (d *fakeDedupe) Claim(_ context.Context, key string) (dedupe.Claim, bool, error) {
+func (d *fakeDedupe) Claim(_ context.Context, key, winner string) (dedupe.Claim, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.winners = append(d.winners, winner)
+	if d.claimErr != nil {
+		return dedupe.Claim{}, false, d.claimErr
+	}
 	if d.committed[key] {
 		return dedupe.Claim{}, true, nil
 	}
@@ -536,5 +542,30 @@ func TestEveryOutcomeEndsTheHold(t *testing.T) {
 					d.held, d.committed, d.released, c.committed, c.released)
 			}
 		})
+	}
+}
+
+// TestAFailingClaimIsRetriedNeverWritten: a dedupe lookup that keeps
+// failing must not be taken for a new key: nothing is written, the
+// delivery is nacked when the work context ends, and the claim names the
+// delivery's message ID.
+func TestAFailingClaimIsRetriedNeverWritten(t *testing.T) {
+	sink := &fakeSink{}
+	d := &fakeDedupe{claimErr: status.Error(codes.Unavailable, "catalog down")}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: sink, Dedupe: d, DeadLetter: &fakeDeadLetter{}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	msg := order("o1", "c9", `{"amount": 1}`)
+	if p.Handle(ctx, msg) {
+		t.Fatal("acked although the dedupe lookup never succeeded")
+	}
+	if sink.n != 0 {
+		t.Fatalf("%d writes; a failed lookup must not be taken for a new key", sink.n)
+	}
+	if len(d.winners) < 2 || d.winners[0] != msg.ID {
+		t.Fatalf("claims named %v; want retries naming the message ID %s", d.winners, msg.ID)
+	}
+	if got := metrics.Value(m.Retried); got != 1 {
+		t.Errorf("retried = %v, want 1", got)
 	}
 }

@@ -20,7 +20,19 @@ func (p *Pipeline) Run(receiveCtx, workCtx context.Context) error {
 		return errors.New("pipeline: Run needs a Source")
 	}
 	g, gctx := errgroup.WithContext(receiveCtx)
+	if p.deps.Members != nil {
+		g.Go(func() error { return p.deps.Members.Run(gctx) })
+	}
 	g.Go(func() error {
+		if p.deps.Members != nil {
+			// A newcomer claims nothing before every live member
+			// acknowledged it (package members); until then it receives
+			// nothing either, and is not ready.
+			p.log.Info("waiting for the other members of the pipeline to acknowledge this process")
+			if err := p.deps.Members.Joined(gctx); err != nil {
+				return nil // stopped before joining
+			}
+		}
 		return p.deps.Source.Run(gctx, workCtx, p.Handle)
 	})
 	if p.deps.Dedupe != nil {
@@ -37,8 +49,9 @@ func (p *Pipeline) Run(receiveCtx, workCtx context.Context) error {
 
 // Close flushes and releases the parts in the order data flows: the sink
 // (pending rows), the dedupe catalog (pending records), the dead-letter
-// output, then the tracker (which stores the final watermark). It is bounded
-// by ctx and returns the first error.
+// output, the tracker (which stores the final watermark), then the
+// membership (the others stop counting this process). It is bounded by ctx
+// and returns the first error.
 func (p *Pipeline) Close(ctx context.Context) error {
 	parts := []Closer{p.deps.Sink}
 	if p.deps.Dedupe != nil {
@@ -49,6 +62,9 @@ func (p *Pipeline) Close(ctx context.Context) error {
 	}
 	if p.deps.Tracker != nil {
 		parts = append(parts, p.deps.Tracker)
+	}
+	if p.deps.Members != nil {
+		parts = append(parts, p.deps.Members)
 	}
 	var first error
 	for _, c := range parts {

@@ -6,6 +6,7 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/watermark"
 )
 
@@ -34,6 +35,9 @@ type Status struct {
 	// Dedupe is the dedupe state (filter fill, estimated false-positive
 	// rate, catalog lookups), when the pipeline dedupes.
 	Dedupe *dedupe.Stats `json:"dedupe,omitempty"`
+	// Members are the processes running the pipeline as this one sees
+	// them, whether it is alone (the fast path) or shared, when it dedupes.
+	Members *members.Stats `json:"members,omitempty"`
 	// Tracker is the watermark tracker's bookkeeping (pending messages,
 	// frontier), when the pipeline tracks a watermark.
 	Tracker *watermark.Stats `json:"tracker,omitempty"`
@@ -72,6 +76,10 @@ func (p *Pipeline) Status() Status {
 	if p.deps.Dedupe != nil {
 		st := p.deps.Dedupe.Stats()
 		s.Dedupe = &st
+	}
+	if p.deps.Members != nil {
+		st := p.deps.Members.Stats()
+		s.Members = &st
 	}
 	if p.deps.Tracker != nil {
 		st := p.deps.Tracker.Stats()
