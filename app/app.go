@@ -165,10 +165,17 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	}
 	// Each optional part is built in a file of its own (dedupe.go,
 	// watermark.go, deadletter.go); a nil part is left out.
-	if deps.Dedupe, deps.Members, err = a.dedupe(ctx, pc, m); err != nil {
+	mb, err := a.members(ctx, pc)
+	if err != nil {
 		return nil, err
 	}
-	if deps.Tracker, err = a.tracker(ctx, pc, src, topic, maxBytes, m); err != nil {
+	if mb != nil {
+		deps.Members = mb // not a typed nil: the pipeline tests Members against nil
+	}
+	if deps.Dedupe, err = a.dedupe(ctx, pc, mb, m); err != nil {
+		return nil, err
+	}
+	if deps.Tracker, err = a.tracker(ctx, pc, src, topic, maxBytes, mb, m); err != nil {
 		return nil, err
 	}
 	if deps.DeadLetter, err = a.deadLetter(ctx, pc, m); err != nil {

@@ -11,19 +11,18 @@ import (
 	"github.com/pubsink/pubsink/pipeline"
 )
 
-// dedupe builds the dedupe part of an exactly_once pipeline and the
-// membership it claims under: both in the state table, read through the
-// state instance's client. It returns untyped nils for at_least_once, so
+// dedupe builds the dedupe part of an exactly_once pipeline, claiming under
+// the membership mb: its catalog is in the state table, read through the
+// state instance's client. It returns an untyped nil for at_least_once, so
 // that the pipeline sees no Deduper and does no catalog I/O at all.
-func (a *App) dedupe(ctx context.Context, pc config.Pipeline, m *metrics.Pipeline) (pipeline.Deduper, pipeline.Members, error) {
+func (a *App) dedupe(ctx context.Context, pc config.Pipeline, mb *members.Members, m *metrics.Pipeline) (pipeline.Deduper, error) {
 	if !pc.ExactlyOnce() {
-		return nil, nil, nil
+		return nil, nil
 	}
 	bt, err := a.stateBigtable(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	mb := members.New(bt, a.log, members.Config{Pipeline: pc.Name, Table: a.cfg.State.Table, ID: a.id})
 	d := dedupe.New(bt, a.log, dedupe.Config{
 		Pipeline: pc.Name,
 		Table:    a.cfg.State.Table,
@@ -34,7 +33,23 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, m *metrics.Pipelin
 	// A missing state table would fail every lookup, and the pipeline
 	// would retry them forever: refuse to start instead.
 	if err := d.Check(ctx); err != nil {
-		return nil, nil, fmt.Errorf("%w (does `pubsink setup` need to run?)", err)
+		return nil, fmt.Errorf("%w (does `pubsink setup` need to run?)", err)
 	}
-	return d, mb, nil
+	return d, nil
+}
+
+// members builds the membership of a pipeline among the processes running
+// it, when some part depends on who else runs it: dedupe (which claims
+// keys on the fast path only while alone) and the watermark tracker (which
+// holds while not alone); nil for an at_least_once pipeline without a
+// tracking subscription.
+func (a *App) members(ctx context.Context, pc config.Pipeline) (*members.Members, error) {
+	if !pc.ExactlyOnce() && pc.Source.TrackingSubscription == "" {
+		return nil, nil
+	}
+	bt, err := a.stateBigtable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return members.New(bt, a.log, members.Config{Pipeline: pc.Name, Table: a.cfg.State.Table, ID: a.id}), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/watermark"
@@ -30,7 +31,7 @@ const (
 // exists and is attached to mainTopic, the topic build found the main one
 // on, and reads the stored watermark (so that an unreadable state table is
 // reported at start).
-func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, mainTopic string, maxBytes int64, m *metrics.Pipeline) (pipeline.Tracker, error) {
+func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, mainTopic string, maxBytes int64, mb *members.Members, m *metrics.Pipeline) (pipeline.Tracker, error) {
 	if pc.Source.TrackingSubscription == "" {
 		return nil, nil // an untyped nil: the pipeline tests Tracker against nil
 	}
@@ -61,6 +62,10 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		TimestampFormat:    pc.Source.TimestampFormat,
 		Band:               pc.Watermark.EstimationBand,
 		Metrics:            m,
+		// Each process's tracker reads only its share of the tracking
+		// subscription and hears only of its own finishes: while another
+		// process runs the pipeline, no tracker can vouch for a watermark.
+		Shared: func() bool { return !mb.View().Alone },
 	}
 	if a.streams != nil {
 		name := tracking.Subscription()

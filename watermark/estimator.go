@@ -305,8 +305,11 @@ type Stats struct {
 	// StreamBreaks counts the breaks of the tracking subscription's streams
 	// the tracker held the frontier for; HeldUntil is when the current
 	// hold ends (zero if none).
-	StreamBreaks int64     `json:"stream_breaks"`
-	HeldUntil    time.Time `json:"held_until,omitzero"`
+	StreamBreaks int64 `json:"stream_breaks"`
+	// HeldShared is true once another process ran the pipeline: the
+	// watermark holds until this one restarts alone (Config.Shared).
+	HeldShared bool      `json:"held_shared"`
+	HeldUntil  time.Time `json:"held_until,omitzero"`
 	// Duplicate and ignored arrivals, since the start.
 	DuplicateSeen     int64 `json:"duplicate_seen"`
 	DuplicateFinished int64 `json:"duplicate_finished"`

@@ -59,6 +59,14 @@ type Config struct {
 	// frontier for Lease + Transit. Without it breaks go unnoticed (see
 	// doc.go, "Failure modes").
 	Streams func() source.StreamState
+	// Shared, if set, reports whether other processes may be running the
+	// pipeline too (package members). Once it has said so the watermark
+	// holds where it is for the life of the tracker: this tracker saw only
+	// part of the tracking subscription and only this process's finishes,
+	// so what it computed since could pass an event another process had
+	// not finished, and its bookkeeping keeps messages others finished
+	// pending. One watermark for replicas (a leader) is not built yet.
+	Shared func() bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Store, if set, replaces the state table (tests).
@@ -93,12 +101,13 @@ type Tracker struct {
 	eventTime *EventTime
 	est       *estimator
 
-	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
-	published atomic.Int64                             // the watermark (unix ns); never while unknown
-	probed    atomic.Int64                             // last successful probe (unix ns)
-	loaded    atomic.Bool                              // the stored value was read
-	saved     int64                                    // last value stored (unix ns); owned by the io loop and Close
-	saveMu    sync.Mutex                               // serializes saves
+	inFlight   atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
+	published  atomic.Int64                             // the watermark (unix ns); never while unknown
+	sharedHold atomic.Bool                              // Config.Shared said so once: the watermark holds
+	probed     atomic.Int64                             // last successful probe (unix ns)
+	loaded     atomic.Bool                              // the stored value was read
+	saved      int64                                    // last value stored (unix ns); owned by the io loop and Close
+	saveMu     sync.Mutex                               // serializes saves
 
 	closeOnce sync.Once
 	closeErr  error
@@ -298,7 +307,12 @@ func (t *Tracker) step() {
 			in.broke = st.Broke.UnixNano()
 		}
 	}
-	if wm := t.est.tick(t.cfg.Now(), in); wm != never {
+	wm := t.est.tick(t.cfg.Now(), in)
+	if t.cfg.Shared != nil && t.cfg.Shared() && !t.sharedHold.Swap(true) {
+		t.log.Warn("another process runs the pipeline: the watermark holds where it is until this process restarts alone",
+			zap.Time("watermark", t.Watermark()))
+	}
+	if wm != never && !t.sharedHold.Load() {
 		t.publish(wm)
 	}
 }
@@ -413,4 +427,8 @@ func (t *Tracker) Close(ctx context.Context) error {
 
 // Stats returns the tracker's bookkeeping figures as of the last tick, for
 // /status.
-func (t *Tracker) Stats() Stats { return t.est.stats() }
+func (t *Tracker) Stats() Stats {
+	s := t.est.stats()
+	s.HeldShared = t.sharedHold.Load()
+	return s
+}

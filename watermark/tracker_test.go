@@ -350,3 +350,32 @@ func (s blockingStore) Save(ctx context.Context, _ time.Time) error {
 		return fmt.Errorf("save: %w", ctx.Err())
 	}
 }
+
+// TestAWatermarkSharedWithAnotherProcessHolds: on an idle topic the
+// watermark follows real time; once Config.Shared says another process
+// runs the pipeline it holds, for good, and Stats say why.
+func TestAWatermarkSharedWithAnotherProcessHolds(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			ps := newFakePubSub(t)
+			cfg := fastConfig(metrics.New().Pipeline("orders"))
+			cfg.Shared = func() bool { return shared }
+			tr, err := NewTracker(ps.source(ps.tracking), newStateTable(t), zap.NewNop(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.WatchInFlight(func() (time.Time, bool) { return time.Time{}, false })
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); tr.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			time.Sleep(3 * time.Second) // past the startup guard and a few idle probes
+			if got := !tr.Watermark().IsZero(); got == shared {
+				t.Fatalf("watermark %v with shared=%v; want it known only when alone", tr.Watermark(), shared)
+			}
+			if st := tr.Stats(); st.HeldShared != shared {
+				t.Fatalf("stats %+v; want held_shared %v", st, shared)
+			}
+		})
+	}
+}
