@@ -65,7 +65,7 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		// Each process's tracker reads only its share of the tracking
 		// subscription and hears only of its own finishes: while another
 		// process runs the pipeline, no tracker can vouch for a watermark.
-		Shared: func() bool { return !mb.View().Alone },
+		Shared: func() bool { return mb.View().Others },
 	}
 	if a.streams != nil {
 		name := tracking.Subscription()

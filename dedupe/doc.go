@@ -7,16 +7,55 @@
 // rows, or the ack.
 //
 // The entry point is New, which returns the pipeline's *Keys. The pipeline
-// calls Claim, defers the Claim's Release, writes the row, then Commits;
+// calls Claim with the key and the delivery's message ID, defers the
+// Claim's Release, writes the row, then Commits;
 // it runs Run in the background and calls Close after it stopped. A Claim
 // is a value naming its hold by key and token, so Release is safe after
 // Commit and twice: a stale Claim can never end another's hold.
 //
+// # Claims across processes
+//
+// Any number of processes may run a pipeline (replicas, a rolling update);
+// package members tells each whether it is alone. Every hold is durable
+// before Claim returns it: a claim cell k:w/MESSAGE_ID in the key's catalog
+// row names the delivery that won the key. Pub/Sub gives every redelivery
+// of a message the same ID, so the winner's redelivery, in any process,
+// recognizes the key as its own and finishes the job; a rival delivery
+// (another message with the same key) waits while the key is claimed and
+// not recorded, and is a duplicate once it is.
+//
+//  1. Not alone: the claim is one conditional mutation (CheckAndMutateRow)
+//     whose predicate is "a cell within the window other than this
+//     message's claims" and whose false branch writes the claim. Of
+//     concurrent claims of a key exactly one applies; Bigtable decides,
+//     atomically, per row. When the predicate matched, the row is read: a
+//     record makes a duplicate, another's claim makes Claim wait (20 ms
+//     doubling to 1 s between looks). Apply does not retry a conditional
+//     mutation, and an error leaves it unknown whether it was applied: the
+//     row is read back, and a claim by this message means it was.
+//  2. Alone: the filters answer as below, and the claim is an
+//     unconditional write, batched like the records. It is trusted only if
+//     the membership still says alone once the write returned, and the
+//     fast path had not expired: such a claim was durable before this
+//     process acknowledged any newcomer, so the newcomer's conditional
+//     claims see it. A claim confirmed later is made again conditionally.
+//  3. The record k:c follows the row, as before. Release (the row was
+//     rejected, the message late or the stop came first) deletes the claim
+//     in the background, so that a rival may take the key; if that fails,
+//     rivals wait for the window.
+//
+// So a process that is paused or cut off and resumes can only write the
+// row of the message its claim names: the same bytes as that message's
+// redelivery. A crash between the row and the record leaves the claim, and
+// the rival that arrives first waits for the winner's redelivery instead
+// of writing its own payload. What this costs: one batched claim write per
+// new key alone, one conditional mutation per key shared.
+//
 // # How a key is checked
 //
-// Claim hashes the key once (64-bit xxhash, double hashing for the bit
-// locations) and probes every live filter. "Not present" in all of them
-// means new: no I/O, no allocation. "Maybe present" is confirmed by a
+// While alone, Claim hashes the key once (64-bit xxhash, double hashing for
+// the bit locations) and probes every live filter. "Not present" in all of
+// them means new: no read. "Maybe present" is confirmed by a
 // batched point read of the catalog (ReadRows with a RowList, one batch
 // per 2 ms, at most 4 at once); only a record whose cell timestamp is
 // within the window makes the key a duplicate. Commit writes the record
@@ -61,7 +100,8 @@
 // # Catalog rows
 //
 //	dedupe#PIPELINE#HH#KEY      (a key over 1 KiB: dedupe#PIPELINE#HH=SHA256HEX)
-//	k:c = "" @ commit time (ms)
+//	k:w/MESSAGE_ID = "" @ claim time (ms)    the winning delivery
+//	k:c = "" @ commit time (ms)               the winner's row is durable
 //
 // HH is the top byte of the key's hash in hex: 256 buckets. Keys are often
 // sequential (Pub/Sub message IDs increase; order IDs usually do), so rows
@@ -90,8 +130,10 @@
 //
 // New starts with empty filters that are not trusted: every Claim reads the
 // catalog. Run rebuilds the filters by scanning the pipeline's rows
-// committed within the window (a server-side timestamp-range filter), then
-// trusts them. Start-up does not wait for it: messages flow meanwhile at
+// claimed or committed within the window (a server-side timestamp-range
+// filter), then trusts them, for the membership's alone epoch in which the
+// scan began: a process that has seen others since, and is alone again,
+// rebuilds before it trusts them again. Start-up does not wait for it: messages flow meanwhile at
 // the cost of a catalog read each. A snapshot of the filters in the state
 // table would save transferring the rows, not scanning them (Bigtable has
 // no time index: the tail after a snapshot is found by the same scan with a
@@ -108,13 +150,11 @@
 //     positive of the filters costs one catalog read, never a wrong answer.
 //   - Of concurrent Claims of one key, at most one holds it at a time.
 //   - Claims, Commits and Releases are safe for concurrent use.
-//   - One process per pipeline: the filters know the keys of this process
-//     and of the catalog at start-up. A second process running the same
-//     pipeline at the same time (two replicas, or a rolling deploy that
-//     overlaps old and new) commits keys this one's filters never see, and
-//     a duplicate split across the two is written twice. Run one replica
-//     per pipeline and replace it with stop-then-start (GKE strategy
-//     Recreate; Cloud Run max instances 1).
+//   - With any number of processes, each key is held by at most one
+//     delivery's message at a time within the window: the one its claim
+//     names. What is not covered: a claim older than the window (a holder
+//     stalled for longer than dedupe.window) no longer stops a rival, as a
+//     duplicate arriving after the window is new.
 //   - A Commit whose record write fails keeps the key held while the
 //     pipeline retries it, so a delivery of the same key waiting meanwhile
 //     stays waiting. If the pipeline gives up (shutdown) it releases the

@@ -64,6 +64,12 @@ type View struct {
 	// had seen another member; filters built before the current epoch
 	// began may lack keys the others committed.
 	AloneEpoch uint64
+	// Others: another process has been seen running the pipeline since
+	// this one started, renewing its cell or acknowledging this one. A
+	// cell that was merely there (a predecessor that died without a clean
+	// stop) does not count, though it keeps this member from being alone
+	// until it lapses.
+	Others bool
 }
 
 // Stats are the membership figures, for /status.
@@ -83,6 +89,7 @@ type peer struct {
 	value   string
 	at      bigtable.Timestamp
 	changed time.Time // monotonic: when this member saw the cell change
+	renewed bool      // the cell changed while this member watched
 }
 
 // Members is one process's membership of a pipeline. Its methods are safe
@@ -101,6 +108,7 @@ type Members struct {
 	lastSent time.Time // send time of the last successful write (monotonic)
 	alone    bool      // from the read after the last successful write
 	everSeen bool      // another member was ever live
+	others   bool      // another member was seen renewing or acknowledging this one
 	epoch    uint64
 	joined   bool
 	joinedCh chan struct{} // closed while joined
@@ -146,7 +154,7 @@ func (m *Members) View() View {
 func (m *Members) viewLocked(now time.Time) View {
 	until := m.lastSent.Add(m.cfg.Lease - m.margin)
 	fresh := !m.lastSent.IsZero() && now.Before(until)
-	v := View{Joined: m.joined && fresh, Alone: m.alone && fresh, AloneEpoch: m.epoch}
+	v := View{Joined: m.joined && fresh, Alone: m.alone && fresh, AloneEpoch: m.epoch, Others: m.others}
 	if v.Alone {
 		v.FastUntil = until
 	}
@@ -245,7 +253,7 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 		}
 		p, ok := m.peers[id]
 		if !ok || p.value != c.value || p.at != c.at {
-			m.peers[id] = &peer{value: c.value, at: c.at, changed: now}
+			m.peers[id] = &peer{value: c.value, at: c.at, changed: now, renewed: ok}
 		}
 	}
 	for id, p := range m.peers {
@@ -257,8 +265,12 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 	joined := true
 	for id, p := range m.peers {
 		live = append(live, id)
+		if p.renewed {
+			m.others = true
+		}
 		if acks(p.value, m.cfg.ID) {
 			ackedBy[id] = true
+			m.others = true
 		} else {
 			joined = false
 		}

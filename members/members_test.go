@@ -211,3 +211,30 @@ func TestAMemberThatCannotRenewLosesTheFastPathBeforeOthersJudgeItLapsed(t *test
 		t.Fatalf("view %+v after renewals resumed; want alone", v)
 	}
 }
+
+// TestACellLeftByADeadPredecessorIsNoOther: the cell of a process that
+// died without a clean stop keeps a newcomer from being alone until it
+// lapses, but is not another process running the pipeline (View.Others);
+// a member that renews is.
+func TestACellLeftByADeadPredecessorIsNoOther(t *testing.T) {
+	c := stateTable(t)
+	s := btStore{table: c.Open("state"), row: Row("orders")}
+	if err := s.write(context.Background(), "dead", "", bigtable.Time(time.Now()).TruncateToMilliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, c, "a", nil)
+	time.Sleep(testLease / 2) // a few renewals: the dead cell does not change
+	if v := a.View(); v.Alone || v.Others {
+		t.Fatalf("view %+v beside a dead cell; want not alone yet, and no other", v)
+	}
+	eventually(t, "the dead cell lapses", 4*testLease, func() bool { return a.View().Alone })
+	if v := a.View(); v.Others {
+		t.Fatalf("view %+v; a dead cell is not another process", v)
+	}
+	b := start(t, c, "b", nil)
+	joined(t, b, 2*time.Second)
+	eventually(t, "a sees b as another process", 2*time.Second, func() bool { return a.View().Others })
+	if v := b.View(); !v.Others {
+		t.Fatalf("b's view %+v; a acknowledged it, so another process runs", v)
+	}
+}
