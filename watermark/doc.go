@@ -168,11 +168,14 @@
 //
 // # Assumptions
 //
-//   - One process per pipeline reads both subscriptions (the manifests run
-//     one instance). Two processes would each see part of each
-//     subscription: their trackers would wait for finishes that happen in
-//     the other process, and hold the watermark (safe but stuck), or miss
-//     messages the other tracker acked.
+//   - One process per pipeline reads both subscriptions. Two processes
+//     would each see part of each subscription: their trackers would wait
+//     for finishes that happen in the other process, or miss messages the
+//     other tracker acked. So once another process has been seen running
+//     the pipeline (Config.Shared, from package members), the tracker
+//     holds the watermark where it is for the rest of its life: safe, but
+//     stuck until the process restarts alone. One watermark for replicas
+//     (a leader fed every member's finishes) is not built yet.
 //   - The tracking subscription is on the same topic as the main one
 //     (checked at start), has no filter the main one lacks, and retains
 //     messages while pubsink is down (Pub/Sub's default retention is 7
