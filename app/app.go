@@ -165,7 +165,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	}
 	// Each optional part is built in a file of its own (dedupe.go,
 	// watermark.go, deadletter.go); a nil part is left out.
-	mb, err := a.members(ctx, pc)
+	mb, err := a.members(ctx, pc, m)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, mb *members.Member
 // keys on the fast path only while alone) and the watermark tracker (which
 // holds while not alone); nil for an at_least_once pipeline without a
 // tracking subscription.
-func (a *App) members(ctx context.Context, pc config.Pipeline) (*members.Members, error) {
+func (a *App) members(ctx context.Context, pc config.Pipeline, m *metrics.Pipeline) (*members.Members, error) {
 	if !pc.ExactlyOnce() && pc.Source.TrackingSubscription == "" {
 		return nil, nil
 	}
@@ -51,5 +51,5 @@ func (a *App) members(ctx context.Context, pc config.Pipeline) (*members.Members
 	if err != nil {
 		return nil, err
 	}
-	return members.New(bt, a.log, members.Config{Pipeline: pc.Name, Table: a.cfg.State.Table, ID: a.id}), nil
+	return members.New(bt, a.log, members.Config{Pipeline: pc.Name, Table: a.cfg.State.Table, ID: a.id, Metrics: m}), nil
 }

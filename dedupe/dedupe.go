@@ -286,6 +286,7 @@ func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, erro
 			d.mu.Lock()
 			d.conflicts++
 			d.mu.Unlock()
+			d.cfg.Metrics.Conflicts.Inc()
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
@@ -354,6 +355,7 @@ func (d *Keys) claimShared(ctx context.Context, row, winner string) (outcome, er
 	d.mu.Lock()
 	d.conditional++
 	d.mu.Unlock()
+	d.cfg.Metrics.Conditional.Inc()
 	blocked, err := d.store.claimIf(ctx, row, winner, at, since)
 	if err == nil && !blocked {
 		return mine, nil

@@ -14,6 +14,8 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/internal/metrics"
 )
 
 // DefaultLease is how long a member's cell may stay unchanged before the
@@ -35,6 +37,9 @@ type Config struct {
 	ID string
 	// Lease is DefaultLease when zero.
 	Lease time.Duration
+	// Metrics receives the member count, the alone gauge and the renewal
+	// counters; nil: a private set.
+	Metrics *metrics.Pipeline
 }
 
 // NewID returns a member ID: the host name and 8 random bytes, so that a
@@ -128,6 +133,9 @@ func newMembers(s store, log *zap.Logger, cfg Config) *Members {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New().Pipeline(cfg.Pipeline)
 	}
 	return &Members{
 		cfg:      cfg,
@@ -237,6 +245,7 @@ func (m *Members) write(ctx context.Context) (time.Time, error) {
 	}
 	m.renewals++
 	m.mu.Unlock()
+	m.cfg.Metrics.Renewals.Inc()
 	return sent, nil
 }
 
@@ -277,6 +286,7 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 	}
 	sort.Strings(live)
 	m.ackedBy = ackedBy
+	m.cfg.Metrics.Members.Set(float64(len(live) + 1))
 	for _, id := range live {
 		if !slices.Contains(m.acked, id) {
 			newcomer = true
@@ -290,6 +300,11 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 		m.epoch++
 	}
 	m.alone = alone
+	if alone {
+		m.cfg.Metrics.Alone.Set(1)
+	} else {
+		m.cfg.Metrics.Alone.Set(0)
+	}
 	if !alone && !newcomer && !slices.Equal(live, m.acked) {
 		// Some acknowledged member lapsed or left: the cell says so at the
 		// next renewal. Nobody new is live, so nothing waits on it.
@@ -344,6 +359,7 @@ func (m *Members) fail(step string, err error) {
 	m.failures++
 	n := m.failures
 	m.mu.Unlock()
+	m.cfg.Metrics.RenewFailures.Inc()
 	if n == 1 || n%10 == 0 {
 		m.log.Warn("membership renewal failed; retrying", zap.String("step", step), zap.Int64("failures", n), zap.Error(err))
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/internal/fake"
+	"github.com/pubsink/pubsink/internal/metrics"
 )
 
 const testLease = 400 * time.Millisecond
@@ -86,6 +87,11 @@ func TestAFirstMemberIsJoinedAndAlone(t *testing.T) {
 	v := a.View()
 	if !v.Alone || v.FastUntil.Before(time.Now()) || v.AloneEpoch != 0 {
 		t.Fatalf("view %+v; want alone with the fast path open, epoch 0", v)
+	}
+	mt := a.cfg.Metrics
+	if metrics.Value(mt.Alone) != 1 || metrics.Value(mt.Members) != 1 || metrics.Value(mt.Renewals) < 1 {
+		t.Fatalf("metrics: alone %v, members %v, renewals %v; want 1, 1, ≥ 1",
+			metrics.Value(mt.Alone), metrics.Value(mt.Members), metrics.Value(mt.Renewals))
 	}
 }
 

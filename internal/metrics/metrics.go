@@ -25,6 +25,12 @@ type Metrics struct {
 	lookups       *prometheus.CounterVec
 	filterFill    *prometheus.GaugeVec
 	filterFPRate  *prometheus.GaugeVec
+	conflicts     *prometheus.CounterVec
+	conditional   *prometheus.CounterVec
+	members       *prometheus.GaugeVec
+	alone         *prometheus.GaugeVec
+	renewals      *prometheus.CounterVec
+	renewFailures *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
@@ -43,15 +49,19 @@ func New() *Metrics {
 		return v
 	}
 	m := &Metrics{
-		Registry:     r,
-		received:     counter("pubsink_messages_received_total", "Messages delivered by the pipeline's subscription, redeliveries included.", pl...),
-		committed:    counter("pubsink_messages_committed_total", "Messages whose row was written to the sink and whose outcome was made durable.", pl...),
-		duplicate:    counter("pubsink_messages_duplicate_total", "Messages acked without a write because their dedupe key was already committed within the window.", pl...),
-		deadLettered: counter("pubsink_messages_dead_lettered_total", "Messages acked after their copy was confirmed by the dead-letter output, by reason.", "pipeline", "reason"),
-		late:         counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
-		dropped:      counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
-		retried:      counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
-		lookups:      counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
+		Registry:      r,
+		received:      counter("pubsink_messages_received_total", "Messages delivered by the pipeline's subscription, redeliveries included.", pl...),
+		committed:     counter("pubsink_messages_committed_total", "Messages whose row was written to the sink and whose outcome was made durable.", pl...),
+		duplicate:     counter("pubsink_messages_duplicate_total", "Messages acked without a write because their dedupe key was already committed within the window.", pl...),
+		deadLettered:  counter("pubsink_messages_dead_lettered_total", "Messages acked after their copy was confirmed by the dead-letter output, by reason.", "pipeline", "reason"),
+		late:          counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
+		dropped:       counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
+		retried:       counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
+		lookups:       counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
+		conflicts:     counter("pubsink_dedupe_claim_conflicts_total", "Times a dedupe claim found its key claimed by another delivery, not yet committed, and waited.", pl...),
+		conditional:   counter("pubsink_dedupe_conditional_claims_total", "Dedupe claims made with a conditional mutation, because another process may run the pipeline.", pl...),
+		renewals:      counter("pubsink_membership_renewals_total", "Successful writes of this process's membership cell.", pl...),
+		renewFailures: counter("pubsink_membership_renewal_failures_total", "Failed renewals (writes or reads) of this process's membership.", pl...),
 	}
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
 	m.watermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_seconds", Help: "Event-time watermark of the pipeline, in seconds since the Unix epoch."}, pl)
@@ -59,7 +69,9 @@ func New() *Metrics {
 	m.commitLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_commit_latency_seconds", Help: "Time from a message's publication to its commit.", Buckets: latencyBuckets}, pl)
 	m.filterFill = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_filter_fill_ratio", Help: "Fraction of bits set in the dedupe Bloom filters of the live window, averaged over its filters."}, pl)
 	m.filterFPRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_false_positive_rate", Help: "Estimated probability that a new key is reported maybe-present by the dedupe filters and costs a catalog read."}, pl)
-	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate)
+	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_members", Help: "Processes running the pipeline that this one sees live, itself included."}, pl)
+	m.alone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_membership_alone", Help: "1 while this process is provably the only one running the pipeline and claims keys on the fast path, else 0."}, pl)
+	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate, m.members, m.alone)
 	return m
 }
 
@@ -79,6 +91,12 @@ type Pipeline struct {
 	Lookups       prometheus.Counter
 	FilterFill    prometheus.Gauge
 	FilterFPRate  prometheus.Gauge
+	Conflicts     prometheus.Counter
+	Conditional   prometheus.Counter
+	Members       prometheus.Gauge
+	Alone         prometheus.Gauge
+	Renewals      prometheus.Counter
+	RenewFailures prometheus.Counter
 
 	deadLettered *prometheus.CounterVec
 }
@@ -99,6 +117,12 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		Lookups:       m.lookups.WithLabelValues(name),
 		FilterFill:    m.filterFill.WithLabelValues(name),
 		FilterFPRate:  m.filterFPRate.WithLabelValues(name),
+		Conflicts:     m.conflicts.WithLabelValues(name),
+		Conditional:   m.conditional.WithLabelValues(name),
+		Members:       m.members.WithLabelValues(name),
+		Alone:         m.alone.WithLabelValues(name),
+		Renewals:      m.renewals.WithLabelValues(name),
+		RenewFailures: m.renewFailures.WithLabelValues(name),
 		deadLettered:  m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
