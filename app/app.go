@@ -280,7 +280,8 @@ func (a *App) Status() any {
 //     acked. Those still unfinished when shutdown_timeout runs out see their
 //     work context end and are nacked, for Pub/Sub to redeliver.
 //  3. The pipelines close their parts (sink, dedupe catalog, dead-letter
-//     output, watermark tracker) within what is left of shutdown_timeout.
+//     output, watermark tracker, then the membership, whose cell goes) within
+//     what is left of shutdown_timeout.
 //  4. The HTTP server stops last, so that probes and metrics stay visible
 //     while draining; then the clients close.
 //
