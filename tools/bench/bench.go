@@ -39,7 +39,28 @@ const (
 	// subscription (no watermark): it separates the cost of dedupe from
 	// the cost of reading every message a second time.
 	exactlyOnceNoTracking kind = "exactly_once_no_tracking"
+	// exactlyOnceShared is exactly_once_no_tracking run by -replicas
+	// processes at once on one subscription and state table: dedupe in
+	// shared mode, a conditional claim per new key.
+	exactlyOnceShared kind = "exactly_once_shared"
 )
+
+// procs is how many processes run connector k at once.
+func (b *bench) procs(k kind) int {
+	if k == exactlyOnceShared {
+		return b.o.replicas
+	}
+	return 1
+}
+
+// procTag tells apart the files of process i of procs: "" for a process
+// alone, else ".p1", ".p2", ...
+func procTag(i, procs int) string {
+	if procs == 1 {
+		return ""
+	}
+	return fmt.Sprintf(".p%d", i+1)
+}
 
 // Batching and flow control that every connector gets: pubsink's defaults.
 const (
@@ -191,16 +212,20 @@ pipelines:
 `, project, httpAddr, instance, n.state, pipelineName, mode, n.topic, n.sub, extra.String(), n.table)
 }
 
-// setUp writes the configuration of a run and creates its topic,
-// subscriptions and tables.
-func (b *bench) setUp(ctx context.Context, k kind, n names, httpAddr string) (string, *config.Config, error) {
-	path := filepath.Join(b.dir, n.suffix+".yaml")
-	if err := os.WriteFile(path, []byte(b.configYAML(k, n, httpAddr)), 0o644); err != nil {
-		return "", nil, err
+// setUp writes the configuration of each process of a run, one per
+// address (identical but for http.addr), and creates the run's topic,
+// subscriptions and tables, once.
+func (b *bench) setUp(ctx context.Context, k kind, n names, addrs []string) ([]string, error) {
+	paths := make([]string, len(addrs))
+	for i, addr := range addrs {
+		paths[i] = filepath.Join(b.dir, n.suffix+procTag(i, len(addrs))+".yaml")
+		if err := os.WriteFile(paths[i], []byte(b.configYAML(k, n, addr)), 0o644); err != nil {
+			return nil, err
+		}
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.Load(paths[0])
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	admin := func(ctx context.Context, inst string) (*bigtable.AdminClient, error) {
 		data, admin, err := b.bt.Clients(ctx, project, inst)
@@ -210,9 +235,9 @@ func (b *bench) setUp(ctx context.Context, k kind, n names, httpAddr string) (st
 		return admin, err
 	}
 	if err := app.Setup(ctx, cfg, b.pubsub, admin, io.Discard); err != nil {
-		return "", nil, fmt.Errorf("setup: %w", err)
+		return nil, fmt.Errorf("setup: %w", err)
 	}
-	return path, cfg, nil
+	return paths, nil
 }
 
 // tearDown deletes what setUp created, so the emulators do not grow from
@@ -249,11 +274,17 @@ func (b *bench) countRows(ctx context.Context, table string) (int, error) {
 	return n, err
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freeAddrs picks n free local addresses, distinct: each is held until all
+// are picked.
+func freeAddrs(n int) ([]string, error) {
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs, nil
 }

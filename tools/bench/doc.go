@@ -19,12 +19,22 @@
 //	exactly_once   the pubsink binary, mode exactly_once, with a tracking
 //	               subscription (the watermark)
 //
-// and, with -connectors, exactly_once_no_tracking: exactly_once without the
-// tracking subscription, which separates the cost of dedupe from the cost
-// of reading every message a second time for the watermark.
+// and, with -connectors:
 //
-// Each connector is a child process, so its CPU time and peak RSS are its
-// own. All three get the same streams, the same flow-control budget (1000
+//	exactly_once_no_tracking  exactly_once without the tracking subscription,
+//	               which separates the cost of dedupe from the cost of reading
+//	               every message a second time for the watermark
+//	exactly_once_shared  exactly_once_no_tracking run by -replicas processes
+//	               (default 2) at once on the same subscription and state
+//	               table: dedupe in shared mode, where each new key costs a
+//	               conditional mutation (CheckAndMutateRow) instead of a
+//	               batched write. Each process has its own configuration file,
+//	               identical but for http.addr, so each has the streams and the
+//	               flow-control budget below: together, -replicas times those.
+//
+// Each connector is a child process (exactly_once_shared: -replicas of
+// them, started together), so its CPU time and peak RSS are its own. All
+// get the same streams, the same flow-control budget (1000
 // messages; the naive connector keeps the client's default of one budget
 // for all streams, as a plain subscriber does, where pubsink splits it
 // between its streams), the same batching (500 rows, 4 MiB, 20 ms, four
@@ -37,26 +47,39 @@
 //
 //   - msg/s: commits per second while the backlog drains, between the
 //     scrapes (every 250 ms) where 1% and 99% of it had committed, from the
-//     connector's own pubsink_messages_committed_total. Start-up and the last
-//     1% are left out; "drain s" is the whole time from exec to the last
-//     commit.
+//     connector's own pubsink_messages_committed_total (exactly_once_shared:
+//     summed over its processes, each scraped). Start-up and the last 1% are
+//     left out; "drain s" is the whole time from exec (of the first process)
+//     to the last commit.
 //   - CPU s/M: user+system seconds of the child process, its whole life
-//     (start-up and shutdown included), per million messages.
+//     (start-up and shutdown included), per million messages;
+//     exactly_once_shared: summed over its processes.
 //   - RSS MB: the child's peak resident set (VmHWM, read while it runs;
 //     rusage's maxrss would include the bench's own RSS, inherited across
-//     exec on Linux).
+//     exec on Linux); exactly_once_shared: the largest single process's, not
+//     the sum.
+//   - conditional claims / N (exactly_once_shared only, in each run's line
+//     and under the table): pubsink_dedupe_conditional_claims_total summed
+//     over the processes, divided by N. About 1 says shared mode was in
+//     force once the processes had joined; about 0 would mean each believed
+//     itself alone. Joining takes up to a renewal period (2.5 s by
+//     default): the first process may start alone on the fast path while
+//     the others wait to be acknowledged, so in a drain of a few seconds
+//     (small -n) it is well under 1, and the run is mostly one process.
 //   - p50/p99: publish → row in Bigtable, for a sample of about 2,000
 //     messages of the backlog: the bench notes when each sampled message's
 //     publish call returned, and reads the sampled rows from the sink table
 //     every 100 ms until each appears. It is measured outside the
-//     connectors, the same way for all three, at 100 ms resolution. (The
+//     connectors, the same way for all, at 100 ms resolution. (The
 //     connectors' own pubsink_commit_latency_seconds histograms have 2.5×
 //     buckets: too coarse for a p99.) In a backlog drain it is mostly the
 //     time a message waits behind the backlog, so it follows throughput.
 //
 // Every run uses fresh topic, subscriptions and tables (the emulators keep
 // state) and deletes them afterwards; after each run the sink table must
-// hold exactly N rows, or the run is reported as failed.
+// hold exactly N rows (with exactly_once_shared too: no key written twice
+// across processes), or the run is reported as failed. All of a run's
+// processes are stopped with SIGTERM at once.
 //
 // The machine is shared and noisy: compare only figures of one invocation.
 // The summary gives medians with min–max, and the ratios of the medians
@@ -82,7 +105,8 @@
 //
 // -profile DIR runs each connector once more after the rounds, with a CPU
 // profile and an alloc profile written to DIR (naive.cpu.pprof,
-// exactly_once.allocs.pprof, ...). pubsink is then run in-process by this
+// exactly_once.allocs.pprof, ...; exactly_once_shared.p1.cpu.pprof, ... one
+// per process). pubsink is then run in-process by this
 // binary (`bench inproc`, the same code path as `pubsink run`: config.Load,
 // app.Open, App.Run), since the pubsink binary has no profiling endpoint.
 package main

@@ -103,8 +103,12 @@ func printRun(w io.Writer, n int, r result) {
 	if r.err != nil {
 		status = "FAILED: " + r.err.Error()
 	}
-	fmt.Fprintf(w, "round %d %-13s %8.0f msg/s  %6.2f CPU s/M  %5.0f MB  p50 %5.2fs p99 %5.2fs (%d samples)  drain %5.1fs  dups %.0f  %s\n",
-		r.round, r.kind, r.rate, r.cpuPerMillion(n), mb(r.rss), r.p50.Seconds(), r.p99.Seconds(), r.samples, r.drain.Seconds(), r.dups, status)
+	shared := ""
+	if r.kind == exactlyOnceShared {
+		shared = fmt.Sprintf("  conditional claims/N %.3f", r.conditional/float64(n))
+	}
+	fmt.Fprintf(w, "round %d %-13s %8.0f msg/s  %6.2f CPU s/M  %5.0f MB  p50 %5.2fs p99 %5.2fs (%d samples)  drain %5.1fs  dups %.0f%s  %s\n",
+		r.round, r.kind, r.rate, r.cpuPerMillion(n), mb(r.rss), r.p50.Seconds(), r.p99.Seconds(), r.samples, r.drain.Seconds(), r.dups, shared, status)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
@@ -149,6 +153,16 @@ func printTable(w io.Writer, o options, all []result) {
 		fmt.Fprintln(tw, line+status+"\t")
 	}
 	tw.Flush()
+	var claims []string
+	for _, r := range all {
+		if r.kind == exactlyOnceShared {
+			claims = append(claims, fmt.Sprintf("%.3f", r.conditional/float64(o.n)))
+		}
+	}
+	if len(claims) > 0 {
+		fmt.Fprintf(w, "%s: %d processes; CPU summed over them, peak RSS the largest one's; conditional claims / N by round: %s\n",
+			exactlyOnceShared, o.replicas, strings.Join(claims, " "))
+	}
 
 	fmt.Fprintf(w, "\nmedian [min–max] over the rounds:\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

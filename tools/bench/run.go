@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -32,15 +33,18 @@ type result struct {
 
 	rate    float64       // msg/s between 1% and 99% committed
 	drain   time.Duration // exec → every message committed
-	cpu     time.Duration // user + system, the child's whole life
-	rss     int64         // peak RSS, bytes
+	cpu     time.Duration // user + system, the children's whole lives, summed
+	rss     int64         // peak RSS of the largest child, bytes
 	p50     time.Duration // publish → row, sampled
 	p99     time.Duration
 	samples int
 	rows    int     // rows in the sink table afterwards
 	dups    float64 // duplicates the connector reported
-	rssSeen []rssPoint
-	err     error
+	// conditional is the conditional claims the connector reported (all
+	// its processes): about N in shared mode.
+	conditional float64
+	rssSeen     []rssPoint
+	err         error
 }
 
 // cpuPerMillion is CPU seconds per million messages.
@@ -65,12 +69,12 @@ type profile struct{ dir string }
 func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) (res result) {
 	res = result{kind: k, round: round}
 	n := b.names(k, round)
-	addr, err := freeAddr()
+	addrs, err := freeAddrs(b.procs(k))
 	if err != nil {
 		res.err = err
 		return res
 	}
-	path, _, err := b.setUp(ctx, k, n, addr)
+	paths, err := b.setUp(ctx, k, n, addrs)
 	if err != nil {
 		res.err = err
 		return res
@@ -90,40 +94,52 @@ func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) (res 
 		return res
 	}
 
-	cmd := b.command(k, n, path, addr, prof)
-	logf, err := os.Create(filepath.Join(b.dir, n.suffix+".log"))
-	if err != nil {
-		res.err = err
-		return res
+	cmds, logs := make([]*exec.Cmd, len(addrs)), make([]string, len(addrs))
+	for i := range cmds {
+		tag := procTag(i, len(addrs))
+		cmds[i] = b.command(k, n, paths[i], addrs[i], prof, tag)
+		logs[i] = filepath.Join(b.dir, n.suffix+tag+".log")
+		logf, err := os.Create(logs[i])
+		if err != nil {
+			res.err = err
+			return res
+		}
+		defer logf.Close()
+		cmds[i].Stdout, cmds[i].Stderr = logf, logf
+		cmds[i].Env = b.env()
+		cmds[i].SysProcAttr = procAttr()
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = b.env()
-	cmd.SysProcAttr = procAttr()
 
 	sctx, cancelSampler := context.WithCancel(ctx)
 	defer cancelSampler()
 	smp := newSampler(b.data.Open(n.table), published)
+	// The processes start together; the drain is measured from the first.
 	start := time.Now()
-	c, err := startChild(cmd)
-	if err != nil {
-		res.err = err
-		return res
+	var cs []*child
+	for i, cmd := range cmds {
+		c, err := startChild(cmd, logs[i])
+		if err != nil {
+			stopAll(cs)
+			res.err = err
+			return res
+		}
+		cs = append(cs, c)
 	}
 	go smp.run(sctx, sampleEvery)
 
-	series, err := b.watch(ctx, c, addr, start, smp, &res)
-	res.rss = max(res.rss, peakRSS(c.cmd.Process.Pid))
-	stopErr := c.stop()
-	if err == nil && stopErr != nil {
-		err = fmt.Errorf("%s did not stop cleanly: %w (log %s)", k, stopErr, logf.Name())
+	series, err := b.watch(ctx, cs, addrs, start, smp, &res)
+	// Peak RSS is the largest child's VmHWM, read while they run (watch)
+	// and just before they are stopped. Not rusage's maxrss: on Linux a
+	// child started with vfork inherits its parent's peak RSS across exec,
+	// so maxrss would report the bench's own RSS when that is larger.
+	res.rss = max(res.rss, maxStatus(cs, "VmHWM:"))
+	if stopErr := stopAll(cs); err == nil && stopErr != nil {
+		err = fmt.Errorf("%s did not stop cleanly: %w", k, stopErr)
 	}
-	// Peak RSS is the child's VmHWM, read while it runs (watch) and just
-	// before it is stopped. Not rusage's maxrss: on Linux a child started
-	// with vfork inherits its parent's peak RSS across exec, so maxrss
-	// would report the bench's own RSS when that is larger.
-	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		res.cpu = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+	for _, c := range cs {
+		if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.cpu += time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+		}
 	}
 	res.p50, res.p99, res.samples = smp.quantiles()
 	res.rate = rate(series, float64(b.o.n))
@@ -139,12 +155,13 @@ func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) (res 
 	return res
 }
 
-// command is the child process of connector k.
-func (b *bench) command(k kind, n names, path, addr string, prof *profile) *exec.Cmd {
+// command is the child process of connector k; tag (procTag) tells apart
+// the profiles of several processes.
+func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag string) *exec.Cmd {
 	var args []string
 	if prof != nil {
-		args = []string{"-cpuprofile", filepath.Join(prof.dir, string(k)+".cpu.pprof"),
-			"-allocprofile", filepath.Join(prof.dir, string(k)+".allocs.pprof")}
+		args = []string{"-cpuprofile", filepath.Join(prof.dir, string(k)+tag+".cpu.pprof"),
+			"-allocprofile", filepath.Join(prof.dir, string(k)+tag+".allocs.pprof")}
 	}
 	switch {
 	case k == naive:
@@ -160,13 +177,18 @@ func (b *bench) command(k kind, n names, path, addr string, prof *profile) *exec
 	}
 }
 
-// watch scrapes the child until every message committed and every sampled
-// row was seen, and returns the committed counts it saw.
-func (b *bench) watch(ctx context.Context, c *child, addr string, start time.Time, smp *sampler, res *result) ([]point, error) {
+// watch scrapes the children (one per address) until, summed over them,
+// every message committed and every sampled row was seen, and returns the
+// summed committed counts it saw.
+func (b *bench) watch(ctx context.Context, cs []*child, addrs []string, start time.Time, smp *sampler, res *result) ([]point, error) {
 	deadline := time.NewTimer(b.o.timeout)
 	defer deadline.Stop()
 	tk := time.NewTicker(scrapeEvery)
 	defer tk.Stop()
+	exited := make(chan *child, len(cs))
+	for _, c := range cs {
+		go func() { <-c.done; exited <- c }()
+	}
 	var series []point
 	var doneAt time.Time
 	lastRSS := time.Time{}
@@ -174,8 +196,8 @@ func (b *bench) watch(ctx context.Context, c *child, addr string, start time.Tim
 		select {
 		case <-ctx.Done():
 			return series, ctx.Err()
-		case <-c.done:
-			return series, fmt.Errorf("%s exited early: %v", res.kind, c.err)
+		case c := <-exited:
+			return series, fmt.Errorf("%s exited early: %v (log %s)", res.kind, c.err, c.log)
 		case <-deadline.C:
 			last := 0.0
 			if len(series) > 0 {
@@ -185,16 +207,16 @@ func (b *bench) watch(ctx context.Context, c *child, addr string, start time.Tim
 		case <-tk.C:
 		}
 		now := time.Now()
-		m, err := scrape(addr)
+		m, err := scrapeAll(addrs)
 		if err != nil {
-			continue // not listening yet
+			continue // not all listening yet
 		}
 		series = append(series, point{now, m.committed})
-		res.dups = m.duplicate
-		res.rss = max(res.rss, peakRSS(c.cmd.Process.Pid))
+		res.dups, res.conditional = m.duplicate, m.conditional
+		res.rss = max(res.rss, maxStatus(cs, "VmHWM:"))
 		if b.o.memory && now.Sub(lastRSS) >= time.Second {
 			lastRSS = now
-			res.rssSeen = append(res.rssSeen, rssPoint{now.Sub(start), m.committed, procStatus(c.cmd.Process.Pid, "VmRSS:")})
+			res.rssSeen = append(res.rssSeen, rssPoint{now.Sub(start), m.committed, maxStatus(cs, "VmRSS:")})
 		}
 		if m.committed >= float64(b.o.n) {
 			if doneAt.IsZero() {
@@ -216,15 +238,16 @@ func (b *bench) watch(ctx context.Context, c *child, addr string, start time.Tim
 // child is a connector process, the leader of its own process group.
 type child struct {
 	cmd  *exec.Cmd
+	log  string        // where its output goes
 	done chan struct{} // closed when it exited
 	err  error         // Wait's, set before done is closed
 }
 
-func startChild(cmd *exec.Cmd) (*child, error) {
+func startChild(cmd *exec.Cmd, log string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
+	c := &child{cmd: cmd, log: log, done: make(chan struct{})}
 	go func() { c.err = cmd.Wait(); close(c.done) }()
 	return c, nil
 }
@@ -246,6 +269,22 @@ func (c *child) stop() error {
 		<-c.done
 		return errors.New("killed after a minute")
 	}
+}
+
+// stopAll stops the children at once and returns their exit errors, each
+// with its log.
+func stopAll(cs []*child) error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() {
+			if err := c.stop(); err != nil {
+				errs[i] = fmt.Errorf("%w (log %s)", err, c.log)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // rate is the commit rate between the scrapes where 1% and 99% of n had
@@ -270,7 +309,23 @@ func rate(series []point, n float64) float64 {
 
 // counts are what the bench reads from a connector's /metrics.
 type counts struct {
-	committed, duplicate float64
+	committed, duplicate, conditional float64
+}
+
+// scrapeAll sums the counters of the processes at addrs; it fails if one
+// does not answer.
+func scrapeAll(addrs []string) (counts, error) {
+	var sum counts
+	for _, addr := range addrs {
+		c, err := scrape(addr)
+		if err != nil {
+			return sum, err
+		}
+		sum.committed += c.committed
+		sum.duplicate += c.duplicate
+		sum.conditional += c.conditional
+	}
+	return sum, nil
 }
 
 var scrapeClient = &http.Client{Timeout: 2 * time.Second}
@@ -299,6 +354,8 @@ func scrape(addr string) (counts, error) {
 			dst, found = &c.committed, true
 		case strings.HasPrefix(line, "pubsink_messages_duplicate_total"+label):
 			dst = &c.duplicate
+		case strings.HasPrefix(line, "pubsink_dedupe_conditional_claims_total"+label):
+			dst = &c.conditional
 		default:
 			continue
 		}
@@ -317,9 +374,15 @@ func scrape(addr string) (counts, error) {
 	return c, nil
 }
 
-// peakRSS is the peak resident set of a running process (VmHWM), 0 if it
-// cannot be read.
-func peakRSS(pid int) int64 { return procStatus(pid, "VmHWM:") }
+// maxStatus is the largest of a size field of /proc/PID/status over the
+// running children (VmHWM: the peak resident set), 0 if it cannot be read.
+func maxStatus(cs []*child, field string) int64 {
+	var m int64
+	for _, c := range cs {
+		m = max(m, procStatus(c.cmd.Process.Pid, field))
+	}
+	return m
+}
 
 // procStatus reads a size field of /proc/PID/status (Linux) in bytes, 0 if
 // it cannot.
