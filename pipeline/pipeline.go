@@ -26,6 +26,9 @@ type Pipeline struct {
 	deps     Deps
 	retry    retry.Policy
 	inFlight *inFlight
+	// stopMembers ends the membership's renewals that Run started and
+	// waits for them; Close calls it.
+	stopMembers func()
 }
 
 // New wires a pipeline. It compiles the templates; it does no I/O.

@@ -21,7 +21,14 @@ func (p *Pipeline) Run(receiveCtx, workCtx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(receiveCtx)
 	if p.deps.Members != nil {
-		g.Go(func() error { return p.deps.Members.Run(gctx) })
+		// The membership renews until Close, not until receiving stops:
+		// the messages in flight still claim keys while they drain, and a
+		// member that stopped renewing loses the fast path and its
+		// acknowledgements after three quarters of a lease.
+		ctx, stop := context.WithCancel(context.WithoutCancel(receiveCtx))
+		done := make(chan struct{})
+		p.stopMembers = func() { stop(); <-done }
+		go func() { defer close(done); p.deps.Members.Run(ctx) }()
 	}
 	g.Go(func() error {
 		if p.deps.Members != nil {
@@ -64,6 +71,9 @@ func (p *Pipeline) Close(ctx context.Context) error {
 		parts = append(parts, p.deps.Tracker)
 	}
 	if p.deps.Members != nil {
+		if p.stopMembers != nil {
+			p.stopMembers()
+		}
 		parts = append(parts, p.deps.Members)
 	}
 	var first error
