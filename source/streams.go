@@ -87,9 +87,20 @@ type watchedStream struct {
 	ctx  context.Context
 	stop func() bool
 
-	mu    sync.Mutex
-	sub   string // from the first request; "" until then
-	ended bool
+	mu       sync.Mutex
+	sub      string // from the first request; "" until then
+	ended    bool
+	sendDone bool // the caller closed its side: what follows is no break
+}
+
+// CloseSend marks the stream as given up by its caller. The library stops a
+// stream by closing its side first and cancelling its context only after
+// the server's answer, so the io.EOF that answer brings is a clean stop.
+func (s *watchedStream) CloseSend() error {
+	s.mu.Lock()
+	s.sendDone = true
+	s.mu.Unlock()
+	return s.ClientStream.CloseSend()
 }
 
 func (s *watchedStream) SendMsg(m any) error {
@@ -108,7 +119,10 @@ func (s *watchedStream) SendMsg(m any) error {
 func (s *watchedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if err != nil {
-		s.end(s.ctx.Err() == nil)
+		s.mu.Lock()
+		wanted := !s.sendDone
+		s.mu.Unlock()
+		s.end(wanted && s.ctx.Err() == nil)
 	}
 	return err
 }

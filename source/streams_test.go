@@ -2,11 +2,13 @@ package source
 
 import (
 	"context"
+	"io"
 	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"go.uber.org/zap"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
@@ -80,3 +82,44 @@ func TestStreamWatchSeesABreakAndTheReconnect(t *testing.T) {
 		t.Errorf("stopping Run counted as a break at %v", end.Broke.Sub(start))
 	}
 }
+
+// TestStreamWatchTakesACloseSendForAStop follows how the library stops a
+// stream: it closes its own side, waits for the server's io.EOF, and only
+// then cancels the stream's context. That io.EOF is a clean stop; the same
+// io.EOF without a CloseSend is the server ending a stream that was still
+// wanted.
+func TestStreamWatchTakesACloseSendForAStop(t *testing.T) {
+	const sub = "projects/p/subscriptions/s"
+	for _, closeSend := range []bool{true, false} {
+		w := NewStreamWatch()
+		ctx, cancel := context.WithCancel(context.Background())
+		cs, err := w.Interceptor(ctx, &grpc.StreamDesc{}, nil, streamingPull,
+			func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+				return eofStream{}, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.SendMsg(&pubsubpb.StreamingPullRequest{Subscription: sub}); err != nil {
+			t.Fatal(err)
+		}
+		if closeSend {
+			cs.CloseSend()
+		}
+		if err := cs.RecvMsg(&pubsubpb.StreamingPullResponse{}); err != io.EOF {
+			t.Fatalf("RecvMsg: %v", err)
+		}
+		cancel()
+		st := w.State(sub)
+		if st.Open != 0 || st.Broke.IsZero() != closeSend {
+			t.Errorf("CloseSend %v: state %+v", closeSend, st)
+		}
+	}
+}
+
+// eofStream is a stream whose server has ended it.
+type eofStream struct{ grpc.ClientStream }
+
+func (eofStream) SendMsg(any) error { return nil }
+func (eofStream) RecvMsg(any) error { return io.EOF }
+func (eofStream) CloseSend() error  { return nil }
