@@ -62,10 +62,10 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		TimestampFormat:    pc.Source.TimestampFormat,
 		Band:               pc.Watermark.EstimationBand,
 		Metrics:            m,
-		// Each process's tracker reads only its share of the tracking
-		// subscription and hears only of its own finishes: while another
-		// process runs the pipeline, no tracker can vouch for a watermark.
-		Shared: func() bool { return mb.View().Others },
+		// One member leads the watermark (a lease in the state table);
+		// the others report their finishes to it.
+		Member: mb.ID(),
+		Peers:  mb.Peers,
 	}
 	if a.streams != nil {
 		name := tracking.Subscription()

@@ -258,8 +258,10 @@ func isContractAttribute(k string) bool {
 // fixedWatermark is a tracker whose watermark does not move.
 type fixedWatermark time.Time
 
-func (w fixedWatermark) Watermark() time.Time                 { return time.Time(w) }
-func (fixedWatermark) Finished(*source.Message, time.Time)    {}
+func (w fixedWatermark) Watermark() time.Time { return time.Time(w) }
+func (fixedWatermark) Finished(context.Context, *source.Message, time.Time) error {
+	return nil
+}
 func (fixedWatermark) WatchInFlight(func() (time.Time, bool)) {}
 func (fixedWatermark) Run(context.Context) error              { return nil }
 func (fixedWatermark) Close(context.Context) error            { return nil }

@@ -152,6 +152,18 @@ func newMembers(s store, log *zap.Logger, cfg Config) *Members {
 // ID is this member's ID.
 func (m *Members) ID() string { return m.cfg.ID }
 
+// Peers returns the other live members, sorted.
+func (m *Members) Peers() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.peers))
+	for id := range m.peers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // View returns what this member knows now.
 func (m *Members) View() View {
 	m.mu.Lock()

@@ -22,6 +22,9 @@ type record struct {
 	// cells backs row.Cells when there are at most two columns, so that
 	// the cells cost no allocation of their own.
 	cells [2]sinks.Cell
+	// reason is why the message was dead-lettered, once its copy was
+	// confirmed (outcome DeadLettered).
+	reason deadletter.Reason
 }
 
 // decoder turns a message into a record: event time, dedupe key, row. It is

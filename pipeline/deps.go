@@ -96,8 +96,11 @@ type Tracker interface {
 	// Watermark is the current watermark; the zero time until known.
 	Watermark() time.Time
 	// Finished tells the tracker that a message left the pipeline
-	// (committed, duplicate, dead-lettered or dropped).
-	Finished(m *source.Message, eventTime time.Time)
+	// (committed, duplicate, dead-lettered or dropped). It returns nil
+	// once the tracker's leader will know (at once in the leader; a
+	// follower's report must be durable first): until then the message
+	// must not be acked, or the leader would wait for it for ever.
+	Finished(ctx context.Context, m *source.Message, eventTime time.Time) error
 	// WatchInFlight hands the tracker a way to read the oldest publish time
 	// (to the second) among the messages the pipeline is processing, false
 	// when it holds none. The tracker reads it at its own pace, not per

@@ -76,7 +76,7 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 	out := p.process(ctx, m, &r)
 	p.inFlight.remove(slot)
 	p.deps.Metrics.InFlight.Dec()
-	p.finish(m, &r, out)
+	out = p.finish(ctx, m, &r, out)
 	return out.Ack()
 }
 
@@ -86,7 +86,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 	if err := p.decoder.decode(m, r); err != nil {
 		var bad *badInput
 		errors.As(err, &bad)
-		return p.deadLetter(ctx, m, bad.reason, bad.err)
+		return p.deadLetter(ctx, m, r, bad.reason, bad.err)
 	}
 
 	// The key is held from here until process returns: Commit ends the
@@ -116,7 +116,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 		case config.LateDrop:
 			return Dropped
 		case config.LateDeadLetter:
-			return p.deadLetter(ctx, m, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
+			return p.deadLetter(ctx, m, r, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
 		}
 	}
 
@@ -125,7 +125,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 	}, p.logRetry(m, "sink write"))
 	if err != nil {
 		if sinks.IsRejected(err) {
-			return p.deadLetter(ctx, m, deadletter.SinkRejected, err)
+			return p.deadLetter(ctx, m, r, deadletter.SinkRejected, err)
 		}
 		return Retry
 	}
@@ -156,7 +156,7 @@ func (p *Pipeline) isLate(eventTime time.Time) bool {
 // deadLetter sends m to the dead-letter output, retrying transient failures
 // of the output until ctx ends. Without an output, or if it keeps failing,
 // the message is nacked: it is never acked without a confirmed copy.
-func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, reason deadletter.Reason, cause error) Outcome {
+func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, r *record, reason deadletter.Reason, cause error) Outcome {
 	if p.deps.DeadLetter == nil {
 		p.log.Error("message cannot be written and no dead_letter output is configured; nacking it",
 			zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
@@ -168,18 +168,31 @@ func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, reason dea
 	if err != nil {
 		return Retry
 	}
-	p.deps.Metrics.DeadLettered(string(reason)).Inc()
+	r.reason = reason
 	p.log.Warn("dead-lettered", zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
 	return DeadLettered
 }
 
-// finish accounts for the outcome: metrics and the watermark tracker.
-func (p *Pipeline) finish(m *source.Message, r *record, out Outcome) {
+// finish accounts for the outcome: the watermark tracker, then metrics. It
+// returns the outcome to act on: Retry if the tracker could not be told
+// (the effect is durable, so the redelivery is a duplicate).
+func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out Outcome) Outcome {
 	mt := p.deps.Metrics
+	if out != Retry && p.deps.Tracker != nil {
+		et := r.eventTime
+		if et.IsZero() { // bad event time: the publish time stands in
+			et = m.PublishTime
+		}
+		err := p.retry.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
+			return p.deps.Tracker.Finished(ctx, m, et)
+		}, p.logRetry(m, "watermark report"))
+		if err != nil {
+			out = Retry
+		}
+	}
 	switch out {
 	case Retry:
 		mt.Retried.Inc()
-		return // not finished: it comes back
 	case Committed:
 		mt.Committed.Inc()
 		mt.CommitLatency.Observe(time.Since(m.PublishTime).Seconds())
@@ -187,14 +200,10 @@ func (p *Pipeline) finish(m *source.Message, r *record, out Outcome) {
 		mt.Duplicate.Inc()
 	case Dropped:
 		mt.Dropped.Inc()
+	case DeadLettered:
+		mt.DeadLettered(string(r.reason)).Inc()
 	}
-	if p.deps.Tracker != nil {
-		et := r.eventTime
-		if et.IsZero() { // bad event time: the publish time stands in
-			et = m.PublishTime
-		}
-		p.deps.Tracker.Finished(m, et)
-	}
+	return out
 }
 
 // transient says which errors of a stage are worth retrying: all but a

@@ -144,10 +144,11 @@ func (t *fakeTracker) Watermark() time.Time { return t.wm }
 
 func (t *fakeTracker) WatchInFlight(oldest func() (time.Time, bool)) { t.oldest = oldest }
 
-func (t *fakeTracker) Finished(m *source.Message, _ time.Time) {
+func (t *fakeTracker) Finished(_ context.Context, m *source.Message, _ time.Time) error {
 	t.mu.Lock()
 	t.finished = append(t.finished, m.ID)
 	t.mu.Unlock()
+	return nil
 }
 
 func (t *fakeTracker) Run(context.Context) error   { return nil }

@@ -29,7 +29,7 @@ func benchTracker(b *testing.B) (*Tracker, []source.Message) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr.est.begin(t0)
+	tr.est.Load().begin(t0)
 	msgs := make([]source.Message, benchIDs)
 	for i := range msgs {
 		msgs[i] = source.Message{
@@ -50,7 +50,7 @@ func next(msgs []source.Message, i int) *source.Message {
 func tickEvery(tr *Tracker, i int) {
 	if i%2000 == 0 {
 		now := t0.Add(time.Duration(i) * 100 * time.Microsecond)
-		tr.est.tick(now, inputs{probed: now.UnixNano()})
+		tr.est.Load().tick(now, inputs{probed: now.UnixNano()})
 	}
 }
 
@@ -68,11 +68,12 @@ func BenchmarkTrackingHandler(b *testing.B) {
 
 func BenchmarkFinished(b *testing.B) {
 	tr, msgs := benchTracker(b)
+	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		m := next(msgs, i)
-		tr.Finished(m, m.PublishTime)
+		tr.Finished(ctx, m, m.PublishTime)
 		tickEvery(tr, i)
 		i++
 	}
@@ -88,7 +89,7 @@ func BenchmarkPerMessage(b *testing.B) {
 	for b.Loop() {
 		m := next(msgs, i)
 		tr.receive(ctx, m)
-		tr.Finished(m, m.PublishTime)
+		tr.Finished(ctx, m, m.PublishTime)
 		tickEvery(tr, i)
 		i++
 	}
@@ -107,7 +108,7 @@ func BenchmarkPerMessageParallel(b *testing.B) {
 			i := int(seq.Add(1))
 			m := next(msgs, i)
 			tr.receive(ctx, m)
-			tr.Finished(m, m.PublishTime)
+			tr.Finished(ctx, m, m.PublishTime)
 			tickEvery(tr, i)
 		}
 	})

@@ -10,7 +10,8 @@
 // The entry points are NewEventTime, and NewTracker, then
 // Tracker.WatchInFlight with the pipeline's in-flight bookkeeping,
 // Tracker.Run in the background, Tracker.Finished for every message the
-// pipeline finishes, and Tracker.Close after the pipeline stopped.
+// pipeline finishes (ack only once it returned nil), and Tracker.Close
+// after the pipeline stopped.
 //
 // # Algorithm
 //
@@ -127,6 +128,14 @@
 // already waiting in the main one, and a restart after the tracking
 // subscription's retention expired.
 //
+// A restarted tracker may also be redelivered, on the tracking
+// subscription, messages whose ack its predecessor had not sent yet (the
+// client sends acks in batches) while its predecessor's pipeline finished
+// them: nobody will finish them again. So once the guard has been off for
+// two leases (30s), the messages published before the start that are still
+// pending and that no member holds in flight are forgotten (Stats.Forgotten
+// counts them): the guard's own assumption says they were finished.
+//
 // Right after start, a subscription must stay silent for five idle periods
 // (10s), not one, to count as drained: opening the streams and receiving a
 // first backlog can take seconds.
@@ -168,14 +177,11 @@
 //
 // # Assumptions
 //
-//   - One process per pipeline reads both subscriptions. Two processes
-//     would each see part of each subscription: their trackers would wait
-//     for finishes that happen in the other process, or miss messages the
-//     other tracker acked. So once another process has been seen running
-//     the pipeline (Config.Shared, from package members), the tracker
-//     holds the watermark where it is for the rest of its life: safe, but
-//     stuck until the process restarts alone. One watermark for replicas
-//     (a leader fed every member's finishes) is not built yet.
+//   - One member of the pipeline at a time reads the tracking
+//     subscription: the leader (see "Replicas"). A paused leader that wakes
+//     after its lease was taken acks nothing more (it checks its own lease
+//     before each ack), but an ack it was about to send when it paused
+//     may still land, and the new leader never sees that message.
 //   - The tracking subscription is on the same topic as the main one
 //     (checked at start), has no filter the main one lacks, and retains
 //     messages while pubsink is down (Pub/Sub's default retention is 7
@@ -199,6 +205,66 @@
 //   - Clocks: publish times are the service's, the tracker's clock is the
 //     host's. Skew adds to transit; NTP-synchronised hosts (Cloud Run, GKE)
 //     are well within it.
+//
+// # Replicas
+//
+// Any number of processes may run a pipeline (package members); one of
+// them, the leader, keeps the watermark, and the others follow it.
+//
+//  1. The lease. Row watermark#PIPELINE holds, beside m:watermark, one
+//     cell m:leader = "EPOCH/SEQ/MEMBER". Every StoreEvery each member
+//     reads both cells. A member takes a vacant lease (no cell, or no
+//     member: a leader that stopped cleanly vacates it) at once, and one
+//     held by another member only once the value has stayed unchanged for
+//     a leader lease (10s) on its own monotonic clock; the leader renews
+//     every quarter lease, writing SEQ+1. Every write of the cell is a
+//     conditional mutation on the exact value read, so of members racing
+//     for a lease one wins, and a renewal that finds another value means
+//     the lease was taken.
+//  2. Fencing. The leader stores the watermark with a conditional mutation
+//     on its own lease value (same row): once anyone took the lease, the
+//     old leader's writes change nothing, however late they arrive. The
+//     leader trusts itself only until its last successful write's send
+//     time plus three quarters of a lease, and then stops reading the
+//     tracking subscription and acks nothing on it: a follower takes over
+//     only a full lease after it first read that write.
+//  3. Reports. A follower's Finished adds the message (ID, publish time,
+//     event time) to a batch that is written, within 5ms, as one column of
+//     its row finished#PIPELINE#MEMBER, with the oldest publish second the
+//     follower holds in flight; Finished returns once that write is
+//     durable, and only then is the message acked. An idle follower writes
+//     an empty report every tick. The leader reads every such row each
+//     tick, applies the finishes to its histogram as its own, and deletes
+//     the columns it applied. A report read twice (a leader that died
+//     before deleting it) changes nothing: the histogram counts a message
+//     once.
+//  4. The watermark. Only the leader computes it, from the tracking
+//     subscription and every member's finishes: the exact accounting of a
+//     single process. A follower's Watermark is the stored value, read
+//     every StoreEvery, so a follower's late-data decisions lag the
+//     leader's by about a second, on the safe side. Each member's
+//     watermark never goes backwards.
+//  5. A new leader starts with an empty histogram and the startup guard on
+//     (see "Restart"), as a restarted process does: what the old leader
+//     had seen is gone. For the guard, "the pipeline" is every member: it
+//     drops only once every live member (Config.Peers) has reported within
+//     an idle period and none holds a message published before the start.
+//
+// So after the leader dies, another member leads within a lease (10s) plus
+// one StoreEvery, and its watermark moves again after the startup guard
+// (18s); after a clean stop the lease is vacated and taken within a
+// StoreEvery. Cost: a follower writes one report per batch of finishes
+// (the ack waits up to 5ms for it), the leader reads and deletes them; a
+// process alone leads, renews its lease every 2.5s and reads the (empty)
+// reports every tick.
+//
+// What it does not cover: a follower's in-flight state reaches the leader
+// up to a tick plus a Bigtable round trip late, which adds that much to
+// the guard's assumption that the main subscription keeps delivering old
+// messages while it has some; and a follower of an older version, which
+// stores the watermark unconditionally and reports nothing (during a
+// rolling update from such a version the watermark may hold until the old
+// processes are gone).
 //
 // # Failure modes
 //
@@ -247,6 +313,8 @@
 //
 // NewTracker rejects a configuration it cannot use (an unknown timestamp
 // format, no metrics). Check returns the error of reading the stored value.
+// Finished returns a follower's report error, or its context's: the
+// message must not be acked then.
 // Run returns an error when the tracking subscription fails permanently or
 // the state table does not exist; it returns nil when its context ends.
 // Close returns the context's error if it was cut short, else the error of

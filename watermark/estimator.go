@@ -37,6 +37,9 @@ type estimator struct {
 	// pipeline finished a message published before the start: a redelivery
 	// of a finished message (harmless), or the guard dropped too early.
 	preAfter int64
+	// forgotten counts the pending messages published before the start
+	// that were dropped after the guard dropped; guardOff is when it did.
+	forgotten, guardOff int64
 	// The hold after a break of the tracking subscription's streams (see
 	// doc.go, "Stream breaks"): until holdUntil, tc does not pass holdCap.
 	// broke is the last break taken into account; quietFrom the last tick
@@ -231,6 +234,23 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 		}
 		if t >= e.guardMin() && t-e.lastPre >= p.idle {
 			e.guard = false
+			e.guardOff = t
+		}
+	}
+	if !e.guard && t >= e.guardOff+forgetAfter*p.lease && e.last.oldestSec != noEvent && e.last.oldestSec*1e9 < pre {
+		// Messages published before the start that this tracker received
+		// and nobody reported finished, though no member holds them and
+		// the guard has been off for a while: a previous tracker or leader
+		// saw them finished (a redelivery to this tracker of a message
+		// whose ack the previous one never sent). Waiting for those would
+		// hold the watermark for ever. Those still in flight somewhere
+		// are kept.
+		below := floorDiv(pre, 1e9)
+		if in.oldestInFlight != noEvent && in.oldestInFlight != never {
+			below = min(below, floorDiv(in.oldestInFlight, 1e9))
+		}
+		if in.oldestInFlight != never {
+			e.forgotten += e.hist.forget(below)
 		}
 	}
 
@@ -257,6 +277,11 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 	}
 	return e.wm
 }
+
+// forgetAfter is how many leases after the startup guard dropped the
+// tracker stops waiting for messages published before the start that it
+// received and no member holds or reported (see doc.go, "Restart").
+const forgetAfter = 2
 
 // quiet is how long a subscription must deliver nothing, after its last
 // delivery at last, to count as drained: one idle period, or startupQuiet
@@ -305,11 +330,18 @@ type Stats struct {
 	// StreamBreaks counts the breaks of the tracking subscription's streams
 	// the tracker held the frontier for; HeldUntil is when the current
 	// hold ends (zero if none).
-	StreamBreaks int64 `json:"stream_breaks"`
-	// HeldShared is true once another process ran the pipeline: the
-	// watermark holds until this one restarts alone (Config.Shared).
-	HeldShared bool      `json:"held_shared"`
-	HeldUntil  time.Time `json:"held_until,omitzero"`
+	StreamBreaks int64     `json:"stream_breaks"`
+	HeldUntil    time.Time `json:"held_until,omitzero"`
+	// Forgotten counts the messages received before the start and never
+	// reported finished that the tracker stopped waiting for when the
+	// startup guard dropped (see doc.go, "Restart").
+	Forgotten int64 `json:"forgotten"`
+	// Leading is true while this process leads the pipeline's watermark;
+	// Leader is the member named by the leader cell as last read ("" if
+	// vacant), Takeovers the times this process took the lease.
+	Leading   bool   `json:"leading"`
+	Leader    string `json:"leader,omitempty"`
+	Takeovers int64  `json:"takeovers"`
 	// Duplicate and ignored arrivals, since the start.
 	DuplicateSeen     int64 `json:"duplicate_seen"`
 	DuplicateFinished int64 `json:"duplicate_finished"`
@@ -325,6 +357,7 @@ func (e *estimator) stats() Stats {
 		StartupGuard:               e.guard,
 		StreamBreaks:               e.holds,
 		PreStartFinishedAfterGuard: e.preAfter,
+		Forgotten:                  e.forgotten,
 		DuplicateSeen:              e.last.stats.dupSeen,
 		DuplicateFinished:          e.last.stats.dupFinished,
 		IgnoredSeen:                e.last.stats.lateSeen,

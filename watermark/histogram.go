@@ -253,6 +253,27 @@ func (h *histogram) sweep(horizonSec, bandSec int64) scan {
 	return r
 }
 
+// forget retires every bucket before sec, pending or not, raises the floor
+// to sec, and returns how many pending messages it dropped.
+func (h *histogram) forget(sec int64) int64 {
+	var dropped int64
+	for i := range h.shards {
+		s := &h.shards[i]
+		s.mu.Lock()
+		if sec > s.floor {
+			s.floor = sec
+		}
+		for bs, b := range s.buckets {
+			if bs < sec {
+				dropped += int64(b.pending)
+				s.retire(b)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return dropped
+}
+
 // floorDiv is a / b rounded towards minus infinity (b > 0).
 func floorDiv(a, b int64) int64 {
 	q := a / b

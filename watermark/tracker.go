@@ -59,14 +59,17 @@ type Config struct {
 	// frontier for Lease + Transit. Without it breaks go unnoticed (see
 	// doc.go, "Failure modes").
 	Streams func() source.StreamState
-	// Shared, if set, reports whether other processes may be running the
-	// pipeline too (package members). Once it has said so the watermark
-	// holds where it is for the life of the tracker: this tracker saw only
-	// part of the tracking subscription and only this process's finishes,
-	// so what it computed since could pass an event another process had
-	// not finished, and its bookkeeping keeps messages others finished
-	// pending. One watermark for replicas (a leader) is not built yet.
-	Shared func() bool
+	// Member is this process's member ID (package members): the name it
+	// holds the leader lease and writes its reports under. Required with a
+	// state table.
+	Member string
+	// Peers, if set, returns the other live members of the pipeline
+	// (package members): the leader waits for a report from each before
+	// its startup guard may drop.
+	Peers func() []string
+	// LeaderLease is how long the leader cell may stay unchanged before
+	// another member takes it over (default DefaultLeaderLease).
+	LeaderLease time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Store, if set, replaces the state table (tests).
@@ -91,7 +94,8 @@ const storeTimeout = 10 * time.Second
 // Tracker estimates the event-time watermark of one pipeline from its
 // tracking subscription and the messages the pipeline finishes. It
 // implements pipeline.Tracker; Run and Close make it a background part of
-// the pipeline. See the package documentation for the algorithm.
+// the pipeline. See the package documentation for the algorithm, and
+// "Replicas" there for the leader and its followers.
 type Tracker struct {
 	cfg       Config
 	log       *zap.Logger
@@ -99,15 +103,28 @@ type Tracker struct {
 	store     Store
 	probe     func(context.Context) error
 	eventTime *EventTime
-	est       *estimator
+	params    params
 
-	inFlight   atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
-	published  atomic.Int64                             // the watermark (unix ns); never while unknown
-	sharedHold atomic.Bool                              // Config.Shared said so once: the watermark holds
-	probed     atomic.Int64                             // last successful probe (unix ns)
-	loaded     atomic.Bool                              // the stored value was read
-	saved      int64                                    // last value stored (unix ns); owned by the io loop and Close
-	saveMu     sync.Mutex                               // serializes saves
+	// est is the estimator of the current leading term; nil while this
+	// member follows. Finished records into it, or reports to the leader.
+	est      atomic.Pointer[estimator]
+	lastEst  atomic.Pointer[estimator] // the latest term's, for Stats
+	lead     *leadership               // nil without a store: then this tracker always leads
+	reports  reportStore               // nil without a state table
+	reporter *reporter                 // a follower's side of reports
+	base     time.Time                 // origin of trustUntil
+	// trustUntil is leadership.validUntil as nanoseconds since base: the
+	// tracking handler acks nothing after it (a paused leader that wakes).
+	trustUntil atomic.Int64
+	leader     atomic.Pointer[string] // the leader cell's member, as last read
+	takeovers  atomic.Int64
+
+	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
+	published atomic.Int64                             // the watermark (unix ns); never while unknown
+	probed    atomic.Int64                             // last successful probe (unix ns)
+	loaded    atomic.Bool                              // the stored value was read
+	saved     int64                                    // last value stored (unix ns); owned by the io loop and Close
+	saveMu    sync.Mutex                               // serializes saves and the lease
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,8 +150,12 @@ func NewTracker(tracking *source.Source, state *bigtable.Client, log *zap.Logger
 	cfg.Idle = orDefault(cfg.Idle, DefaultIdle)
 	cfg.StoreEvery = orDefault(cfg.StoreEvery, DefaultStoreEvery)
 	cfg.Lease = orDefault(cfg.Lease, source.LeaseExtension)
+	cfg.LeaderLease = orDefault(cfg.LeaderLease, DefaultLeaderLease)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Member == "" {
+		cfg.Member = "tracker"
 	}
 	t := &Tracker{
 		cfg:       cfg,
@@ -143,15 +164,31 @@ func NewTracker(tracking *source.Source, state *bigtable.Client, log *zap.Logger
 		store:     cfg.Store,
 		probe:     cfg.Probe,
 		eventTime: et,
+		params:    params{band: int64(cfg.Band), transit: int64(cfg.Transit), idle: int64(cfg.Idle), lease: int64(cfg.Lease)},
 		saved:     never,
+		base:      cfg.Now(),
 	}
 	if t.store == nil && state != nil {
 		t.store = newBigtableStore(state, cfg.StateTable, cfg.Pipeline)
+		t.reports = btReports{table: state.Open(cfg.StateTable), pipeline: cfg.Pipeline}
+	}
+	if t.store != nil {
+		t.lead = newLeadership(t.store, cfg.Member, cfg.LeaderLease, cfg.Now)
+	}
+	if t.reports != nil {
+		t.reporter = newReporter(t.reports, cfg.Member, func() (time.Time, bool) {
+			if f := t.inFlight.Load(); f != nil {
+				return (*f)()
+			}
+			return time.Unix(0, 0), true // not told: held since 1970
+		})
 	}
 	if t.probe == nil && tracking != nil {
 		t.probe = func(ctx context.Context) error { _, err := tracking.Check(ctx); return err }
 	}
-	t.est = newEstimator(params{band: int64(cfg.Band), transit: int64(cfg.Transit), idle: int64(cfg.Idle), lease: int64(cfg.Lease)}, cfg.Now())
+	if t.lead == nil {
+		t.startEstimator() // alone by construction: no lease to take
+	}
 	t.published.Store(never)
 	t.probed.Store(never)
 	return t, nil
@@ -164,10 +201,23 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
+// startEstimator begins a leading term's bookkeeping: an empty histogram
+// whose startup guard is on, at or above the watermark known so far.
+func (t *Tracker) startEstimator() *estimator {
+	e := newEstimator(t.params, t.cfg.Now())
+	if wm := t.Watermark(); !wm.IsZero() {
+		e.raise(wm)
+	}
+	t.lastEst.Store(e)
+	t.est.Store(e)
+	return e
+}
+
 // Watermark returns the current watermark, the zero time until it is known
 // (until the stored value was read or, with none stored, until the first
 // estimate). It never goes backwards. It is an atomic load: safe and cheap
-// on the per-message path.
+// on the per-message path. A follower's is the stored value, read every
+// StoreEvery.
 func (t *Tracker) Watermark() time.Time {
 	n := t.published.Load()
 	if n == never {
@@ -176,12 +226,26 @@ func (t *Tracker) Watermark() time.Time {
 	return time.Unix(0, n).UTC()
 }
 
+// Leading reports whether this process leads the pipeline's watermark.
+func (t *Tracker) Leading() bool { return t.est.Load() != nil }
+
 // Finished records that the pipeline finished m (committed, duplicate,
-// dead-lettered or dropped) with the given event time. It takes a shard
-// lock for a hash-table update, does no I/O and does not retain m. Safe for
-// concurrent use; a message finished twice (a redelivery) counts once.
-func (t *Tracker) Finished(m *source.Message, eventTime time.Time) {
-	t.est.finished(m.ID, m.PublishTime, eventTime)
+// dead-lettered or dropped) with the given event time, and returns nil
+// once that is safe to ack. A leader records it in its histogram (a shard
+// lock, no I/O, no allocation); a follower reports it to the leader and
+// returns once the report is durable (within a few milliseconds; the error
+// of the state table or ctx's otherwise: do not ack then, the message
+// comes back). Safe for concurrent use; a message finished twice (a
+// redelivery) counts once.
+func (t *Tracker) Finished(ctx context.Context, m *source.Message, eventTime time.Time) error {
+	if e := t.est.Load(); e != nil {
+		e.finished(m.ID, m.PublishTime, eventTime)
+		return nil
+	}
+	if t.reporter == nil {
+		return nil
+	}
+	return t.reporter.add(ctx, finish{id: m.ID, publish: m.PublishTime.UnixNano(), event: eventTime.UnixNano()})
 }
 
 // WatchInFlight gives the tracker the pipeline's oldest in-flight publish
@@ -196,13 +260,20 @@ func (t *Tracker) WatchInFlight(oldest func() (time.Time, bool)) {
 
 // receive is the handler of the tracking subscription: record and ack. A
 // message whose event time cannot be read is recorded at its publish time,
-// as the pipeline reports it when it dead-letters the message.
+// as the pipeline reports it when it dead-letters the message. A leader
+// that can no longer be sure it leads (its lease may have been taken over:
+// a process paused past its lease, an outage of the state table) acks
+// nothing: the message goes back to the subscription for the next leader.
 func (t *Tracker) receive(_ context.Context, m *source.Message) bool {
+	e := t.est.Load()
+	if e == nil || (t.lead != nil && int64(t.cfg.Now().Sub(t.base)) >= t.trustUntil.Load()) {
+		return false
+	}
 	et, err := t.eventTime.Of(m.Attributes, m.PublishTime)
 	if err != nil {
 		et = m.PublishTime
 	}
-	t.est.seen(m.ID, m.PublishTime, et)
+	e.seen(m.ID, m.PublishTime, et)
 	return true
 }
 
@@ -213,49 +284,196 @@ func (t *Tracker) Check(ctx context.Context) error {
 		t.loaded.Store(true)
 		return nil
 	}
-	wm, err := t.store.Load(ctx)
+	st, err := t.store.Load(ctx)
 	if err != nil {
 		return err
 	}
-	t.est.raise(wm)
-	if !wm.IsZero() {
-		t.publish(wm.UnixNano())
+	t.adopt(st)
+	if !st.Watermark.IsZero() {
 		t.saveMu.Lock()
-		t.saved = wm.UnixNano()
+		t.saved = st.Watermark.UnixNano()
 		t.saveMu.Unlock()
-		t.log.Info("stored watermark read", zap.Time("watermark", wm))
+		t.log.Info("stored watermark read", zap.Time("watermark", st.Watermark))
 	}
 	t.loaded.Store(true)
 	return nil
 }
 
-// Run reads the tracking subscription and computes the watermark every
-// tick until ctx ends, storing it every StoreEvery when it moved. It first
-// reads the stored watermark (retrying transient errors): the watermark
-// never starts below it. It returns nil when ctx ends, or an error when
-// the tracking subscription or the state table fails permanently. Call it
-// once.
+// adopt takes what was read from the store: the stored watermark (the
+// watermark never goes below it) and the leader's name.
+func (t *Tracker) adopt(st Stored) {
+	if !st.Watermark.IsZero() {
+		if e := t.est.Load(); e != nil {
+			e.raise(st.Watermark)
+		}
+		t.publish(st.Watermark.UnixNano())
+	}
+	holder := parseLease(st.Leader).member
+	t.leader.Store(&holder)
+}
+
+// Run takes part in the pipeline's watermark until ctx ends: it reads the
+// stored value (retrying transient errors), then every StoreEvery reads
+// the leader cell and the stored value again, and leads or follows. The
+// leader reads the tracking subscription, applies the followers' reports,
+// computes the watermark every tick and stores it (fenced by its lease);
+// a follower publishes the stored value and reports what its pipeline
+// finished. It returns nil when ctx ends, or an error when the tracking
+// subscription or the state table fails permanently. Call it once.
 func (t *Tracker) Run(ctx context.Context) error {
 	if t.tracking == nil {
 		return errors.New("watermark: Run needs a tracking source")
 	}
-	t.est.begin(t.cfg.Now())
+	if err := t.load(ctx); err != nil {
+		return fmt.Errorf("watermark: %w", err)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if t.lead == nil {
+		return t.runTerm(ctx, t.est.Load())
+	}
+	var term *leadingTerm
+	defer func() {
+		if term != nil {
+			term.stop(false)
+		}
+	}()
+	io := time.NewTicker(t.cfg.StoreEvery)
+	defer io.Stop()
+	beat := time.NewTicker(t.cfg.Tick)
+	defer beat.Stop()
+	var warn warnings
+	for {
+		leading := t.follow(ctx)
+		switch {
+		case leading && term == nil:
+			term = t.startTerm(ctx)
+			warn = warnings{began: t.cfg.Now(), guard: true}
+		case !leading && term != nil:
+			term.stop(true)
+			term = nil
+			t.log.Info("no longer the watermark's leader: following the stored watermark", zap.Stringp("leader", t.leader.Load()))
+		}
+		if term != nil {
+			t.lead1(ctx, term.est, &warn)
+		}
+		for wait := true; wait; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case err := <-t.termErr(term):
+				return fmt.Errorf("watermark: %w", err)
+			case <-beat.C:
+				if term == nil && t.reporter != nil {
+					if err := t.reporter.heartbeat(ctx, t.cfg.Tick); err != nil && ctx.Err() == nil {
+						t.log.Debug("cannot report to the watermark's leader; retrying", zap.Error(err))
+					}
+				}
+			case <-io.C:
+				wait = false
+			}
+		}
+	}
+}
+
+func (t *Tracker) termErr(term *leadingTerm) <-chan error {
+	if term == nil {
+		return nil
+	}
+	return term.errc
+}
+
+// follow reads the stored value and the leader cell, publishes the first,
+// renews or takes the lease as the rules allow (leadership), and reports
+// whether this member leads now.
+func (t *Tracker) follow(ctx context.Context) bool {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	st, err := t.store.Load(lctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("cannot read the stored watermark and its leader; retrying", zap.Error(err))
+		}
+	} else {
+		t.adopt(st)
+		was := t.lead.takeovers
+		if _, err := t.lead.observe(lctx, st.Leader); err != nil && ctx.Err() == nil {
+			t.log.Warn("cannot renew or take the watermark's leader lease; retrying", zap.Error(err))
+		}
+		if t.lead.takeovers > was {
+			t.takeovers.Add(1)
+			t.cfg.Metrics.Takeovers.Inc()
+		}
+	}
+	now := t.cfg.Now()
+	trusted := t.lead.trusted(now)
+	if trusted {
+		t.trustUntil.Store(int64(t.lead.validUntil.Sub(t.base)))
+		me := t.cfg.Member
+		t.leader.Store(&me)
+	} else {
+		t.trustUntil.Store(0)
+	}
+	return trusted
+}
+
+// leadingTerm is one stretch of leading: its estimator and the goroutines
+// that read the tracking subscription, compute the watermark and collect
+// the followers' reports.
+type leadingTerm struct {
+	est    *estimator
+	cancel context.CancelFunc
+	done   chan struct{}
+	errc   chan error
+	t      *Tracker
+}
+
+// startTerm begins leading with an empty histogram (its startup guard on:
+// the previous leader's bookkeeping is gone).
+func (t *Tracker) startTerm(ctx context.Context) *leadingTerm {
+	e := t.startEstimator()
+	t.cfg.Metrics.WatermarkLeader.Set(1)
+	t.log.Info("leading the watermark: reading the tracking subscription", zap.Time("watermark", t.Watermark()))
+	tctx, cancel := context.WithCancel(ctx)
+	term := &leadingTerm{est: e, cancel: cancel, done: make(chan struct{}), errc: make(chan error, 1), t: t}
+	go func() {
+		defer close(term.done)
+		if err := t.runTerm(tctx, e); err != nil && tctx.Err() == nil {
+			term.errc <- err
+		}
+	}()
+	return term
+}
+
+// stop ends the term's goroutines. demoted: another member leads now, so
+// this one's finishes go to reports from here on; otherwise (Run ending)
+// the estimator stays for the messages still draining and Close.
+func (term *leadingTerm) stop(demoted bool) {
+	if demoted {
+		term.t.est.Store(nil)
+		term.t.cfg.Metrics.WatermarkLeader.Set(0)
+	}
+	term.cancel()
+	<-term.done
+}
+
+// runTerm reads the tracking subscription, computes the watermark every
+// tick and collects the followers' reports, until ctx ends.
+func (t *Tracker) runTerm(ctx context.Context, e *estimator) error {
+	e.begin(t.cfg.Now())
+	var peers *peerReports
+	if t.reports != nil {
+		peers = newPeerReports(t.reports, t.cfg.Member, t.cfg.Peers, t.cfg.Idle, t.log)
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	// Receiving starts at once, so that the histogram is complete even
-	// while the stored value is being read.
 	g.Go(func() error { return t.tracking.Run(gctx, gctx, t.receive) })
-	g.Go(func() error {
-		if err := t.load(gctx); err != nil {
-			return err
-		}
-		if gctx.Err() != nil {
-			return nil
-		}
-		var lg errgroup.Group
-		lg.Go(func() error { t.tickLoop(gctx); return nil })
-		lg.Go(func() error { t.ioLoop(gctx); return nil })
-		return lg.Wait()
-	})
+	g.Go(func() error { t.tickLoop(gctx, e, peers); return nil })
+	if t.lead == nil {
+		g.Go(func() error { t.ioLoop(gctx, e); return nil })
+	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("watermark: %w", err)
 	}
@@ -278,7 +496,9 @@ func (t *Tracker) load(ctx context.Context) error {
 	return nil
 }
 
-func (t *Tracker) tickLoop(ctx context.Context) {
+// tickLoop computes the watermark every tick; before each, a leader with
+// followers applies their reports.
+func (t *Tracker) tickLoop(ctx context.Context, e *estimator, peers *peerReports) {
 	tk := time.NewTicker(t.cfg.Tick)
 	defer tk.Stop()
 	for {
@@ -286,19 +506,26 @@ func (t *Tracker) tickLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tk.C:
-			t.step()
 		}
+		if peers != nil {
+			peers.collect(ctx, e, t.cfg.Now())
+		}
+		t.step(e, peers)
 	}
 }
 
 // step computes and publishes the watermark.
-func (t *Tracker) step() {
+func (t *Tracker) step(e *estimator, peers *peerReports) {
+	now := t.cfg.Now()
 	in := inputs{oldestInFlight: never, probed: t.probed.Load(), broke: never}
 	if f := t.inFlight.Load(); f != nil {
 		in.oldestInFlight = noEvent
 		if oldest, ok := (*f)(); ok {
 			in.oldestInFlight = oldest.UnixNano()
 		}
+	}
+	if peers != nil {
+		in.oldestInFlight = min(in.oldestInFlight, peers.oldest(now))
 	}
 	if t.cfg.Streams != nil {
 		st := t.cfg.Streams()
@@ -307,12 +534,7 @@ func (t *Tracker) step() {
 			in.broke = st.Broke.UnixNano()
 		}
 	}
-	wm := t.est.tick(t.cfg.Now(), in)
-	if t.cfg.Shared != nil && t.cfg.Shared() && !t.sharedHold.Swap(true) {
-		t.log.Warn("another process runs the pipeline: the watermark holds where it is until this process restarts alone",
-			zap.Time("watermark", t.Watermark()))
-	}
-	if wm != never && !t.sharedHold.Load() {
+	if wm := e.tick(now, in); wm != never {
 		t.publish(wm)
 	}
 }
@@ -334,59 +556,74 @@ func (t *Tracker) publish(wm int64) {
 // tracker warns that it holds the watermark back.
 const heldWarning = 5 * time.Minute
 
-// ioLoop stores the watermark, probes the tracking subscription while it
-// is silent, and warns about a held watermark.
-func (t *Tracker) ioLoop(ctx context.Context) {
+// warnings is what the leader's io work has said, so that it says it once.
+type warnings struct {
+	warned, began time.Time
+	guard         bool
+	breaks        int64
+}
+
+// ioLoop is the leader's io work every StoreEvery when there is no lease
+// (a tracker without a state table).
+func (t *Tracker) ioLoop(ctx context.Context, e *estimator) {
 	tk := time.NewTicker(t.cfg.StoreEvery)
 	defer tk.Stop()
-	var warned time.Time
-	began, guard, breaks := t.cfg.Now(), true, int64(0)
+	warn := warnings{began: t.cfg.Now(), guard: true}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tk.C:
 		}
-		now := t.cfg.Now()
-		if t.probe != nil && t.est.silentFor(now) >= t.cfg.Transit {
-			pctx, cancel := context.WithTimeout(ctx, t.cfg.StoreEvery)
-			if err := t.probe(pctx); err == nil {
-				t.probed.Store(now.UnixNano())
-			} else if ctx.Err() == nil {
-				t.log.Warn("tracking subscription does not answer; the watermark holds until it does", zap.Error(err))
-			}
-			cancel()
-		}
-		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		if err := t.save(sctx); err != nil && ctx.Err() == nil {
-			t.log.Warn("cannot store the watermark; retrying", zap.Error(err))
-		}
-		cancel()
-		st := t.est.stats()
-		if guard && !st.StartupGuard {
-			guard = false
-			t.log.Info("startup guard off: the pipeline finished every message published before the start", zap.Time("watermark", t.Watermark()))
-		}
-		if st.StreamBreaks > breaks {
-			breaks = st.StreamBreaks
-			t.log.Info("a stream of the tracking subscription broke; the tracker's frontier holds until what it held has been redelivered",
-				zap.Time("until", st.HeldUntil))
-		}
-		switch {
-		case now.Sub(warned) <= time.Minute:
-		case !st.OldestPending.IsZero() && now.Sub(st.OldestPending) > heldWarning:
-			warned = now
-			t.log.Warn("the watermark is held by messages the tracker received and the pipeline has not finished",
-				zap.Int64("pending", st.Pending), zap.Time("oldest_publish_time", st.OldestPending), zap.Time("watermark", t.Watermark()))
-		case st.StartupGuard && now.Sub(began) > heldWarning:
-			warned = now
-			t.log.Warn("the startup guard holds the watermark: the pipeline still holds or keeps finishing messages published before the start",
-				zap.Duration("since_start", now.Sub(began)), zap.Time("watermark", t.Watermark()))
-		}
+		t.lead1(ctx, e, &warn)
 	}
 }
 
-// save stores the published watermark if it moved since the last save.
+// lead1 is one round of the leader's io work: probe the tracking
+// subscription while it is silent, store the watermark, and say what
+// holds it.
+func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
+	now := t.cfg.Now()
+	if t.probe != nil && e.silentFor(now) >= t.cfg.Transit {
+		pctx, cancel := context.WithTimeout(ctx, t.cfg.StoreEvery)
+		if err := t.probe(pctx); err == nil {
+			t.probed.Store(now.UnixNano())
+		} else if ctx.Err() == nil {
+			t.log.Warn("tracking subscription does not answer; the watermark holds until it does", zap.Error(err))
+		}
+		cancel()
+	}
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	if err := t.save(sctx); err != nil && ctx.Err() == nil {
+		t.log.Warn("cannot store the watermark; retrying", zap.Error(err))
+	}
+	cancel()
+	st := e.stats()
+	if w.guard && !st.StartupGuard {
+		w.guard = false
+		t.log.Info("startup guard off: the pipeline finished every message published before the start", zap.Time("watermark", t.Watermark()))
+	}
+	if st.StreamBreaks > w.breaks {
+		w.breaks = st.StreamBreaks
+		t.log.Info("a stream of the tracking subscription broke; the tracker's frontier holds until what it held has been redelivered",
+			zap.Time("until", st.HeldUntil))
+	}
+	switch {
+	case now.Sub(w.warned) <= time.Minute:
+	case !st.OldestPending.IsZero() && now.Sub(st.OldestPending) > heldWarning:
+		w.warned = now
+		t.log.Warn("the watermark is held by messages the tracker received and the pipeline has not finished",
+			zap.Int64("pending", st.Pending), zap.Time("oldest_publish_time", st.OldestPending), zap.Time("watermark", t.Watermark()))
+	case st.StartupGuard && now.Sub(w.began) > heldWarning:
+		w.warned = now
+		t.log.Warn("the startup guard holds the watermark: the pipeline still holds or keeps finishing messages published before the start",
+			zap.Duration("since_start", now.Sub(w.began)), zap.Time("watermark", t.Watermark()))
+	}
+}
+
+// save stores the published watermark if it moved since the last save:
+// fenced by the lease, so a leader that was taken over stores nothing and
+// steps down.
 func (t *Tracker) save(ctx context.Context) error {
 	if t.store == nil {
 		return nil
@@ -397,23 +634,56 @@ func (t *Tracker) save(ctx context.Context) error {
 	if wm == never || wm/1e6 <= t.saved/1e6 { // the stored value has millisecond precision
 		return nil
 	}
-	if err := t.store.Save(ctx, time.Unix(0, wm)); err != nil {
+	holder := ""
+	if t.lead != nil {
+		if !t.lead.leading {
+			return nil
+		}
+		holder = t.lead.mine.String()
+	}
+	ok, err := t.store.Save(ctx, holder, time.Unix(0, wm))
+	if err != nil {
 		return err
+	}
+	if !ok {
+		if t.lead != nil {
+			t.lead.fenced()
+			t.trustUntil.Store(0)
+		}
+		t.log.Info("the watermark's leader lease was taken over: the watermark is not stored", zap.Time("watermark", time.Unix(0, wm).UTC()))
+		return nil
 	}
 	t.saved = wm
 	return nil
 }
 
-// Close computes the watermark once more (the pipeline finished its last
-// messages after receiving stopped) and stores it. It is bounded by ctx and
-// returns ctx's error if cut short; later calls return the first result.
+// Close stores the final watermark if this process leads (computed once
+// more: the pipeline finished its last messages after receiving stopped)
+// and vacates the lease, so that another member takes over at once; a
+// follower flushes its reports. It is bounded by ctx and returns ctx's
+// error if cut short; later calls return the first result.
 func (t *Tracker) Close(ctx context.Context) error {
 	t.closeOnce.Do(func() {
-		if !t.loaded.Load() {
-			return // never started: nothing known, nothing to store
+		var err error
+		if t.reporter != nil {
+			err = t.reporter.close(ctx)
 		}
-		t.step()
-		err := t.save(ctx)
+		e := t.est.Load()
+		if e == nil || !t.loaded.Load() {
+			t.closeErr = err
+			return // never started, or following: nothing to store
+		}
+		t.step(e, nil)
+		if serr := t.save(ctx); serr != nil && err == nil {
+			err = serr
+		}
+		if t.lead != nil {
+			t.saveMu.Lock()
+			if rerr := t.lead.release(ctx); rerr != nil && err == nil {
+				err = rerr
+			}
+			t.saveMu.Unlock()
+		}
 		if err != nil && ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -425,10 +695,17 @@ func (t *Tracker) Close(ctx context.Context) error {
 	return t.closeErr
 }
 
-// Stats returns the tracker's bookkeeping figures as of the last tick, for
-// /status.
+// Stats returns the tracker's bookkeeping figures as of the last tick of
+// the latest leading term, for /status, with this member's role.
 func (t *Tracker) Stats() Stats {
-	s := t.est.stats()
-	s.HeldShared = t.sharedHold.Load()
+	var s Stats
+	if e := t.lastEst.Load(); e != nil {
+		s = e.stats()
+	}
+	s.Leading = t.Leading()
+	if l := t.leader.Load(); l != nil {
+		s.Leader = *l
+	}
+	s.Takeovers = t.takeovers.Load()
 	return s
 }

@@ -108,6 +108,7 @@ func fastConfig(m *metrics.Pipeline) Config {
 		TimestampAttribute: "ts", TimestampFormat: config.TimestampAuto,
 		Band: 300 * time.Millisecond, Tick: 10 * time.Millisecond, Transit: 100 * time.Millisecond,
 		Idle: 200 * time.Millisecond, StoreEvery: 50 * time.Millisecond, Lease: 200 * time.Millisecond,
+		LeaderLease: 400 * time.Millisecond, Member: "a",
 		Metrics: m,
 	}
 }
@@ -173,7 +174,10 @@ func TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores(t *testing.T) 
 				<-release
 			}
 			ev, _ := et.Of(msg.Attributes, msg.PublishTime)
-			tr.Finished(msg, ev)
+			if err := tr.Finished(ctx, msg, ev); err != nil {
+				t.Errorf("Finished: %v", err)
+				return false
+			}
 			return true
 		})
 	}()
@@ -216,10 +220,11 @@ func TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores(t *testing.T) 
 	}
 	final := tr.Watermark()
 
-	stored, err := newBigtableStore(bt, stateTable, "orders").Load(context.Background())
+	st, err := newBigtableStore(bt, stateTable, "orders").Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	stored := st.Watermark
 	if !stored.Equal(final.Truncate(time.Millisecond)) {
 		t.Fatalf("stored %v, want the final watermark %v to the millisecond", stored, final)
 	}
@@ -270,28 +275,65 @@ func TestStoredWatermarkNeverMovesBackwards(t *testing.T) {
 	bt := newStateTable(t)
 	s := newBigtableStore(bt, stateTable, "orders")
 	ctx := context.Background()
-	if got, err := s.Load(ctx); err != nil || !got.IsZero() {
-		t.Fatalf("Load of nothing = %v, %v; want zero", got, err)
+	if got, err := s.Load(ctx); err != nil || got != (Stored{}) {
+		t.Fatalf("Load of nothing = %+v, %v; want zero", got, err)
+	}
+	const leader = "1/0/a"
+	if ok, err := s.Take(ctx, "", leader); !ok || err != nil {
+		t.Fatalf("Take of no lease = %v, %v", ok, err)
 	}
 	later := time.Date(2026, 6, 1, 12, 0, 5, 123_456_789, time.UTC)
 	earlier := later.Add(-time.Minute)
 	for _, wm := range []time.Time{later, earlier, later} {
-		if err := s.Save(ctx, wm); err != nil {
-			t.Fatal(err)
+		if ok, err := s.Save(ctx, leader, wm); !ok || err != nil {
+			t.Fatalf("Save = %v, %v", ok, err)
 		}
 	}
 	got, err := s.Load(ctx)
-	if err != nil || !got.Equal(later.Truncate(time.Millisecond)) {
-		t.Fatalf("Load = %v, %v; want %v", got, err, later.Truncate(time.Millisecond))
+	if err != nil || !got.Watermark.Equal(later.Truncate(time.Millisecond)) || got.Leader != leader {
+		t.Fatalf("Load = %+v, %v; want %v led by %s", got, err, later.Truncate(time.Millisecond), leader)
 	}
 	// The cell outside readers rely on (docs/reference.md).
-	row, err := bt.Open(stateTable).ReadRow(ctx, "watermark#orders", bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	row, err := bt.Open(stateTable).ReadRow(ctx, "watermark#orders", bigtable.RowFilter(bigtable.ChainFilters(
+		bigtable.ColumnFilter("^watermark$"), bigtable.LatestNFilter(1))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cells := row[state.FamilyMeta]
 	if len(cells) != 1 || cells[0].Column != "m:watermark" || string(cells[0].Value) != "2026-06-01T12:00:05.123Z" {
 		t.Fatalf("stored cells %+v, want m:watermark = 2026-06-01T12:00:05.123Z", cells)
+	}
+}
+
+// TestOnlyTheLeaseHolderStoresTheWatermark: the save is fenced by the
+// lease, and the lease changes hands only from the exact value expected.
+func TestOnlyTheLeaseHolderStoresTheWatermark(t *testing.T) {
+	s := newBigtableStore(newStateTable(t), stateTable, "orders")
+	ctx := context.Background()
+	if ok, err := s.Take(ctx, "", "1/0/a"); !ok || err != nil {
+		t.Fatalf("a takes no lease = %v, %v", ok, err)
+	}
+	if ok, err := s.Take(ctx, "", "1/0/b"); ok || err != nil {
+		t.Fatalf("b takes a held lease as if there were none = %v, %v; want refused", ok, err)
+	}
+	if ok, err := s.Take(ctx, "1/0/a", "2/0/b"); !ok || err != nil {
+		t.Fatalf("b takes over the value it read = %v, %v", ok, err)
+	}
+	wm := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	if ok, err := s.Save(ctx, "1/0/a", wm); ok || err != nil {
+		t.Fatalf("the stale leader's save = %v, %v; want fenced", ok, err)
+	}
+	if ok, err := s.Take(ctx, "1/0/a", "1/1/a"); ok || err != nil {
+		t.Fatalf("the stale leader's renewal = %v, %v; want refused", ok, err)
+	}
+	if got, _ := s.Load(ctx); !got.Watermark.IsZero() || got.Leader != "2/0/b" {
+		t.Fatalf("after the stale leader: %+v, want nothing stored, led by 2/0/b", got)
+	}
+	if ok, err := s.Save(ctx, "2/0/b", wm); !ok || err != nil {
+		t.Fatalf("the leader's save = %v, %v", ok, err)
+	}
+	if got, _ := s.Load(ctx); !got.Watermark.Equal(wm) {
+		t.Fatalf("stored %v, want %v", got.Watermark, wm)
 	}
 }
 
@@ -328,6 +370,10 @@ func TestCloseIsIdempotentAndBoundedByItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.loaded.Store(true)
+	if !tr.follow(context.Background()) {
+		t.Fatal("the tracker did not take a vacant lease")
+	}
+	tr.startEstimator()
 	tr.publish(time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -341,41 +387,13 @@ func TestCloseIsIdempotentAndBoundedByItsContext(t *testing.T) {
 
 type blockingStore struct{ ch chan struct{} }
 
-func (blockingStore) Load(context.Context) (time.Time, error) { return time.Time{}, nil }
-func (s blockingStore) Save(ctx context.Context, _ time.Time) error {
+func (blockingStore) Load(context.Context) (Stored, error)               { return Stored{}, nil }
+func (blockingStore) Take(context.Context, string, string) (bool, error) { return true, nil }
+func (s blockingStore) Save(ctx context.Context, _ string, _ time.Time) (bool, error) {
 	select {
 	case <-s.ch:
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return fmt.Errorf("save: %w", ctx.Err())
-	}
-}
-
-// TestAWatermarkSharedWithAnotherProcessHolds: on an idle topic the
-// watermark follows real time; once Config.Shared says another process
-// runs the pipeline it holds, for good, and Stats say why.
-func TestAWatermarkSharedWithAnotherProcessHolds(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
-			ps := newFakePubSub(t)
-			cfg := fastConfig(metrics.New().Pipeline("orders"))
-			cfg.Shared = func() bool { return shared }
-			tr, err := NewTracker(ps.source(ps.tracking), newStateTable(t), zap.NewNop(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr.WatchInFlight(func() (time.Time, bool) { return time.Time{}, false })
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); tr.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-			time.Sleep(3 * time.Second) // past the startup guard and a few idle probes
-			if got := !tr.Watermark().IsZero(); got == shared {
-				t.Fatalf("watermark %v with shared=%v; want it known only when alone", tr.Watermark(), shared)
-			}
-			if st := tr.Stats(); st.HeldShared != shared {
-				t.Fatalf("stats %+v; want held_shared %v", st, shared)
-			}
-		})
+		return false, fmt.Errorf("save: %w", ctx.Err())
 	}
 }

@@ -31,6 +31,8 @@ type Metrics struct {
 	alone         *prometheus.GaugeVec
 	renewals      *prometheus.CounterVec
 	renewFailures *prometheus.CounterVec
+	wmLeader      *prometheus.GaugeVec
+	takeovers     *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
@@ -62,6 +64,7 @@ func New() *Metrics {
 		conditional:   counter("pubsink_dedupe_conditional_claims_total", "Dedupe claims made with a conditional mutation, because another process may run the pipeline.", pl...),
 		renewals:      counter("pubsink_membership_renewals_total", "Successful writes of this process's membership cell.", pl...),
 		renewFailures: counter("pubsink_membership_renewal_failures_total", "Failed renewals (writes or reads) of this process's membership.", pl...),
+		takeovers:     counter("pubsink_watermark_leader_takeovers_total", "Times this process took the lease of the pipeline's watermark leader.", pl...),
 	}
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
 	m.watermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_seconds", Help: "Event-time watermark of the pipeline, in seconds since the Unix epoch."}, pl)
@@ -71,6 +74,8 @@ func New() *Metrics {
 	m.filterFPRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_false_positive_rate", Help: "Estimated probability that a new key is reported maybe-present by the dedupe filters and costs a catalog read."}, pl)
 	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_members", Help: "Processes running the pipeline that this one sees live, itself included."}, pl)
 	m.alone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_membership_alone", Help: "1 while this process is provably the only one running the pipeline and claims keys on the fast path, else 0."}, pl)
+	m.wmLeader = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_leader", Help: "1 while this process leads the pipeline's watermark (reads the tracking subscription and stores the watermark), else 0."}, pl)
+	r.MustRegister(m.wmLeader)
 	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate, m.members, m.alone)
 	return m
 }
@@ -97,6 +102,9 @@ type Pipeline struct {
 	Alone         prometheus.Gauge
 	Renewals      prometheus.Counter
 	RenewFailures prometheus.Counter
+	// WatermarkLeader and Takeovers are the watermark's leadership.
+	WatermarkLeader prometheus.Gauge
+	Takeovers       prometheus.Counter
 
 	deadLettered *prometheus.CounterVec
 }
@@ -104,26 +112,28 @@ type Pipeline struct {
 // Pipeline returns the metrics of the pipeline called name.
 func (m *Metrics) Pipeline(name string) *Pipeline {
 	return &Pipeline{
-		Received:      m.received.WithLabelValues(name),
-		Committed:     m.committed.WithLabelValues(name),
-		Duplicate:     m.duplicate.WithLabelValues(name),
-		Late:          m.late.WithLabelValues(name),
-		Dropped:       m.dropped.WithLabelValues(name),
-		Retried:       m.retried.WithLabelValues(name),
-		InFlight:      m.inFlight.WithLabelValues(name),
-		Watermark:     m.watermark.WithLabelValues(name),
-		SinkWrite:     m.sinkWrite.WithLabelValues(name),
-		CommitLatency: m.commitLatency.WithLabelValues(name),
-		Lookups:       m.lookups.WithLabelValues(name),
-		FilterFill:    m.filterFill.WithLabelValues(name),
-		FilterFPRate:  m.filterFPRate.WithLabelValues(name),
-		Conflicts:     m.conflicts.WithLabelValues(name),
-		Conditional:   m.conditional.WithLabelValues(name),
-		Members:       m.members.WithLabelValues(name),
-		Alone:         m.alone.WithLabelValues(name),
-		Renewals:      m.renewals.WithLabelValues(name),
-		RenewFailures: m.renewFailures.WithLabelValues(name),
-		deadLettered:  m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		Received:        m.received.WithLabelValues(name),
+		Committed:       m.committed.WithLabelValues(name),
+		Duplicate:       m.duplicate.WithLabelValues(name),
+		Late:            m.late.WithLabelValues(name),
+		Dropped:         m.dropped.WithLabelValues(name),
+		Retried:         m.retried.WithLabelValues(name),
+		InFlight:        m.inFlight.WithLabelValues(name),
+		Watermark:       m.watermark.WithLabelValues(name),
+		SinkWrite:       m.sinkWrite.WithLabelValues(name),
+		CommitLatency:   m.commitLatency.WithLabelValues(name),
+		Lookups:         m.lookups.WithLabelValues(name),
+		FilterFill:      m.filterFill.WithLabelValues(name),
+		FilterFPRate:    m.filterFPRate.WithLabelValues(name),
+		Conflicts:       m.conflicts.WithLabelValues(name),
+		Conditional:     m.conditional.WithLabelValues(name),
+		Members:         m.members.WithLabelValues(name),
+		Alone:           m.alone.WithLabelValues(name),
+		Renewals:        m.renewals.WithLabelValues(name),
+		RenewFailures:   m.renewFailures.WithLabelValues(name),
+		WatermarkLeader: m.wmLeader.WithLabelValues(name),
+		Takeovers:       m.takeovers.WithLabelValues(name),
+		deadLettered:    m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
 

@@ -52,5 +52,17 @@ func WatermarkRow(pipeline string) string { return "watermark#" + pipeline }
 // is RFC 3339 UTC with milliseconds (WatermarkFormat).
 const WatermarkColumn = "watermark"
 
+// LeaderColumn is the qualifier, in FamilyMeta of the watermark row, of the
+// lease of the pipeline's watermark leader: "EPOCH/SEQ/MEMBER", one cell.
+const LeaderColumn = "leader"
+
+// FinishedRow is the row key of the finishes that member reports to the
+// pipeline's watermark leader: one column per report in FamilyMeta, which
+// the leader deletes once it has read it.
+func FinishedRow(pipeline, member string) string { return FinishedPrefix(pipeline) + member }
+
+// FinishedPrefix is the prefix of every FinishedRow of pipeline.
+func FinishedPrefix(pipeline string) string { return "finished#" + pipeline + "#" }
+
 // WatermarkFormat is the layout of a stored watermark.
 const WatermarkFormat = "2006-01-02T15:04:05.000Z07:00"
