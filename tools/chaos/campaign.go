@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,9 +106,12 @@ type Options struct {
 	LateBursts  int
 	// Settle bounds the wait, after the workload, for every outcome.
 	Settle time.Duration
-	Dir    string // run directory: logs, config, binary
-	Binary string // a built pubsink; "" builds the module's
-	Log    io.Writer
+	// Replicas is how many pubsink processes run the pipeline at once
+	// (0 or 1: one, as before replicas).
+	Replicas int
+	Dir      string // run directory: logs, config, binary
+	Binary   string // a built pubsink; "" builds the module's
+	Log      io.Writer
 	// TolerateLateAfterFault reports valid records dead-lettered as late
 	// after a fault as a known bug instead of a violation (see
 	// lateAfterFault).
@@ -139,8 +143,7 @@ type campaign struct {
 	bigtable *bigtable.Client
 	binary   string
 	config   string
-	httpAddr string
-	childEnv []string
+	replicas []*replica // one unless -replicas
 
 	// life serialises starting and stopping pubsink (faults, the
 	// watchdog, the final stop).
@@ -148,8 +151,7 @@ type campaign struct {
 	stopping atomic.Bool // the final stop began: an exit is expected
 
 	mu           sync.Mutex
-	cur          *child
-	gens         []*genRecord
+	gens         []*genRecord // every process of every replica, by gen
 	steps        []published
 	recs         []recRuntime
 	committed    map[string]bool // ids with a dedupe record in the catalog
@@ -166,6 +168,17 @@ type campaign struct {
 	orphaned     []int        // gated steps dropped: their original was dead-lettered
 	deadLettered map[int]bool // records with a dead-letter copy
 	pendingCat   atomic.Int64 // gated dups and replays waiting for a commit
+}
+
+// replica is one slot of -replicas: the HTTP address and the environment
+// of every process that runs in it, and the process running now. A restart
+// replaces the process in its slot; c.mu guards cur and started.
+type replica struct {
+	n       int // 1..N with -replicas N > 1; 0 when one process runs
+	addr    string
+	env     []string
+	cur     *child
+	started int // processes started in this slot so far
 }
 
 func (c *campaign) since() time.Duration { return time.Since(c.begin) }
@@ -194,7 +207,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		deadLettered: map[int]bool{},
 	}
 	c.plan = NewPlan(opts.Seed, WorkloadConfig{Messages: opts.Messages, BigPayloads: opts.BigPayloads, LateBursts: opts.LateBursts, Band: band})
-	c.sched = NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall})
+	c.sched = NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall, Replicas: opts.Replicas})
 	c.steps = make([]published, len(c.plan.Steps))
 	c.recs = make([]recRuntime, len(c.plan.Records))
 	results, err := c.run(ctx)
@@ -202,7 +215,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	defer c.mu.Unlock()
 	r := &Report{Results: results, Faults: c.faultLog, Workload: c.plan.Summary()}
 	for _, g := range c.gens {
-		line := fmt.Sprintf("process %d: started +%.1fs", g.gen, g.startedAt.Seconds())
+		line := fmt.Sprintf("%s: started +%.1fs", g.child.name(), g.startedAt.Seconds())
 		if g.guardOff > 0 {
 			line += fmt.Sprintf(", startup guard off +%.1fs", g.guardOff.Seconds())
 		}
@@ -229,13 +242,10 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 		go func() { defer observers.Done(); f(obsCtx) }()
 	}
 
-	c.life.Lock()
-	err := c.startGen(ctx)
-	c.life.Unlock()
-	if err != nil {
+	defer c.killAll()
+	if err := c.startAll(ctx); err != nil {
 		return nil, err
 	}
-	defer c.killCurrent()
 
 	c.logf("workload: %d messages over %v; %d faults", len(c.plan.Steps), c.opts.Duration, len(c.sched))
 	c.logf("workload: %s", c.plan.Summary())
@@ -304,26 +314,24 @@ func (c *campaign) startInfrastructure(ctx context.Context) error {
 	if c.btProxy, err = faultproxy.Start(c.bt.Host); err != nil {
 		return err
 	}
-	port, err := freePort()
-	if err != nil {
+	if err := c.makeReplicas(); err != nil {
 		return err
 	}
-	c.httpAddr = "127.0.0.1:" + port
 	c.config = filepath.Join(c.opts.Dir, "config.yaml")
-	yaml := fmt.Sprintf(configYAML, c.httpAddr, shutdownTimeout, band)
+	yaml := fmt.Sprintf(configYAML, c.replicas[0].addr, shutdownTimeout, band)
 	if err := os.WriteFile(c.config, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	// pubsink talks to the emulators through the proxies; setup, the
-	// publisher and the checks go to them directly, out of the faults' way.
-	// PUBSINK_HTTP_ADDR wins over a $PORT that this environment may have.
-	c.childEnv = []string{"PUBSUB_EMULATOR_HOST=" + c.psProxy.Addr(), "BIGTABLE_EMULATOR_HOST=" + c.btProxy.Addr(), "PUBSINK_HTTP_ADDR=" + c.httpAddr}
 	setup := exec.CommandContext(ctx, c.binary, "setup", "--config", c.config)
 	setup.Env = append(append(os.Environ(), c.ps.Env()...), c.bt.Env()...)
 	if out, err := setup.CombinedOutput(); err != nil {
 		return fmt.Errorf("pubsink setup: %w\n%s", err, out)
 	}
-	c.logf("proxies: pubsub %s, bigtable %s; setup done; http %s", c.psProxy.Addr(), c.btProxy.Addr(), c.httpAddr)
+	var addrs []string
+	for _, r := range c.replicas {
+		addrs = append(addrs, r.addr)
+	}
+	c.logf("proxies: pubsub %s, bigtable %s; setup done; http %s", c.psProxy.Addr(), c.btProxy.Addr(), strings.Join(addrs, ", "))
 
 	if c.pubsub, err = c.ps.Client(ctx, project); err != nil {
 		return err
@@ -363,42 +371,111 @@ func build(ctx context.Context, out string) error {
 	return nil
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freePorts returns n distinct free ports of the loopback interface. It
+// holds each listener until it has all of them, so that none is handed out
+// twice.
+func freePorts(n int) ([]string, error) {
+	var ports []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+	return ports, nil
 }
 
-// startGen starts the next pubsink process and waits until it is ready.
-// The caller holds c.life.
-func (c *campaign) startGen(ctx context.Context) error {
-	c.mu.Lock()
-	gen := len(c.gens) + 1
-	stored := c.stored.last
-	c.mu.Unlock()
-	ch, err := startChild(c.binary, c.config, c.opts.Dir, gen, c.childEnv)
+// makeReplicas gives each replica a port of its own. Every process reads
+// the one config.yaml, whose http.addr is the first replica's:
+// PUBSINK_HTTP_ADDR, which wins over the file and over a $PORT that this
+// environment may have, gives each replica its address. pubsink talks to
+// the emulators through the proxies; setup, the publisher and the checks go
+// to them directly, out of the faults' way.
+func (c *campaign) makeReplicas() error {
+	n := max(c.opts.Replicas, 1)
+	ports, err := freePorts(n)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.cur = ch
-	c.gens = append(c.gens, &genRecord{gen: gen, child: ch, storedAtStart: stored, startedAt: c.since()})
-	c.mu.Unlock()
-	go c.watch(ctx, ch)
-	start := time.Now()
-	if err := ch.waitReady(ctx, c.httpAddr, readyTimeout); err != nil {
-		return err
+	for i, port := range ports {
+		r := &replica{addr: "127.0.0.1:" + port}
+		if n > 1 {
+			r.n = i + 1
+		}
+		r.env = []string{"PUBSUB_EMULATOR_HOST=" + c.psProxy.Addr(), "BIGTABLE_EMULATOR_HOST=" + c.btProxy.Addr(), "PUBSINK_HTTP_ADDR=" + r.addr}
+		c.replicas = append(c.replicas, r)
 	}
-	c.logf("pubsink process %d ready in %v", gen, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// watch restarts pubsink if it exits without being told to, which is a
-// violation in itself.
-func (c *campaign) watch(ctx context.Context, ch *child) {
+// startAll starts a process in every replica at once, then waits until
+// each is ready.
+func (c *campaign) startAll(ctx context.Context) error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	var g errgroup.Group
+	for _, r := range c.replicas {
+		ch, err := c.launch(ctx, r)
+		if err != nil {
+			return err // killAll stops those already started
+		}
+		g.Go(func() error { return c.awaitReady(ctx, r, ch) })
+	}
+	return g.Wait()
+}
+
+// startGen starts the next pubsink process in replica r and waits until it
+// is ready. The caller holds c.life.
+func (c *campaign) startGen(ctx context.Context, r *replica) error {
+	ch, err := c.launch(ctx, r)
+	if err != nil {
+		return err
+	}
+	return c.awaitReady(ctx, r, ch)
+}
+
+// launch starts the next pubsink process in replica r and does not wait
+// for it. The caller holds c.life, which is what keeps gen numbers unique.
+func (c *campaign) launch(ctx context.Context, r *replica) (*child, error) {
+	c.mu.Lock()
+	gen := len(c.gens) + 1
+	r.started++
+	nth := r.started
+	stored := c.stored.last
+	c.mu.Unlock()
+	ch, err := startChild(c.binary, c.config, filepath.Join(c.opts.Dir, logName(r.n, nth, gen)), gen, r.n, r.env)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	r.cur = ch
+	c.gens = append(c.gens, &genRecord{gen: gen, child: ch, storedAtStart: stored, startedAt: c.since()})
+	c.mu.Unlock()
+	go c.watch(ctx, r, ch)
+	return ch, nil
+}
+
+// awaitReady waits until ch, just started in replica r, answers /readyz.
+func (c *campaign) awaitReady(ctx context.Context, r *replica, ch *child) error {
+	if err := ch.waitReady(ctx, r.addr, readyTimeout); err != nil {
+		return err
+	}
+	c.logf("pubsink %s ready in %v", ch.name(), time.Since(ch.started).Round(time.Millisecond))
+	return nil
+}
+
+// current is the process running in replica r now (nil before the first).
+func (c *campaign) current(r *replica) *child {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return r.cur
+}
+
+// watch restarts a replica whose process exits without being told to,
+// which is a violation in itself.
+func (c *campaign) watch(ctx context.Context, r *replica, ch *child) {
 	<-ch.done
 	if ch.signaled.Load() || c.stopping.Load() || ctx.Err() != nil {
 		return
@@ -406,8 +483,8 @@ func (c *campaign) watch(ctx context.Context, ch *child) {
 	c.life.Lock()
 	defer c.life.Unlock()
 	c.mu.Lock()
-	current := c.cur == ch
-	msg := fmt.Sprintf("process %d exited on its own at +%v (%s); log %s ends:\n%s", ch.gen, c.since().Round(time.Millisecond), ch.exitText(), ch.logPath, ch.logTail(10))
+	current := r.cur == ch
+	msg := fmt.Sprintf("%s exited on its own at +%v (%s); log %s ends:\n%s", ch.name(), c.since().Round(time.Millisecond), ch.exitText(), ch.logPath, ch.logTail(10))
 	c.unexpected = append(c.unexpected, msg)
 	c.disrupted = append(c.disrupted, time.Now())
 	c.gens[ch.gen-1].how = "exited on its own: " + ch.exitText()
@@ -417,7 +494,7 @@ func (c *campaign) watch(ctx context.Context, ch *child) {
 		return
 	}
 	time.Sleep(time.Second)
-	if err := c.startGen(ctx); err != nil {
+	if err := c.startGen(ctx, r); err != nil {
 		c.recordNotReady(err)
 	}
 }
@@ -429,19 +506,17 @@ func (c *campaign) recordNotReady(err error) {
 	c.logf("VIOLATION: %v", err)
 }
 
-// stopCurrent signals the current process and waits for it to exit. With
-// SIGTERM it expects exit 0 within shutdown_timeout and a margin, records
-// the exit code, and kills the process if it does not exit. The caller
-// holds c.life.
-func (c *campaign) stopCurrent(sig syscall.Signal, how string) {
-	c.mu.Lock()
-	ch := c.cur
-	g := c.gens[len(c.gens)-1]
-	c.mu.Unlock()
+// stopReplica signals the process of replica r and waits for it to exit.
+// With SIGTERM it expects exit 0 within shutdown_timeout and a margin,
+// records the exit code, and kills the process if it does not exit. The
+// caller holds c.life.
+func (c *campaign) stopReplica(r *replica, sig syscall.Signal, how string) {
+	ch := c.current(r)
 	if ch == nil || !ch.running() {
 		return
 	}
 	c.mu.Lock()
+	g := c.gens[ch.gen-1]
 	c.disrupted = append(c.disrupted, time.Now())
 	c.mu.Unlock()
 	ch.signal(sig)
@@ -461,22 +536,27 @@ func (c *campaign) stopCurrent(sig syscall.Signal, how string) {
 	if sig == syscall.SIGTERM {
 		c.terms = append(c.terms, code)
 		if code != 0 {
-			c.logf("VIOLATION: process %d exited %s after SIGTERM; log %s", ch.gen, ch.exitText(), ch.logPath)
+			c.logf("VIOLATION: %s exited %s after SIGTERM; log %s", ch.name(), ch.exitText(), ch.logPath)
 		}
 	}
 	c.mu.Unlock()
 }
 
-// killCurrent kills a process still running when the campaign ends early.
-func (c *campaign) killCurrent() {
+// killAll kills the processes still running when the campaign ends early.
+func (c *campaign) killAll() {
 	c.stopping.Store(true)
-	c.mu.Lock()
-	ch := c.cur
-	c.mu.Unlock()
-	if ch != nil && ch.running() {
-		ch.signal(syscall.SIGKILL)
-		ch.wait(10 * time.Second)
+	for _, r := range c.replicas {
+		if ch := c.current(r); ch != nil && ch.running() {
+			ch.signal(syscall.SIGKILL)
+			ch.wait(10 * time.Second)
+		}
 	}
+}
+
+// target is the replica a kill or term hits (Fault.Replica; 0, with one
+// process, is that process).
+func (c *campaign) target(f Fault) *replica {
+	return c.replicas[max(f.Replica, 1)-1]
 }
 
 // runFaults runs the schedule, one fault after another, each no earlier
@@ -494,11 +574,12 @@ func (c *campaign) runFaults(ctx context.Context, t0 time.Time) {
 		switch f.Kind {
 		case FaultKill, FaultTerm:
 			sig := map[FaultKind]syscall.Signal{FaultKill: syscall.SIGKILL, FaultTerm: syscall.SIGTERM}[f.Kind]
+			r := c.target(f)
 			c.life.Lock()
-			c.stopCurrent(sig, map[FaultKind]string{FaultKill: "SIGKILL", FaultTerm: "SIGTERM"}[f.Kind])
+			c.stopReplica(r, sig, map[FaultKind]string{FaultKill: "SIGKILL", FaultTerm: "SIGTERM"}[f.Kind])
 			stopped := c.since()
 			sleep(ctx, f.Dur)
-			err := c.startGen(ctx)
+			err := c.startGen(ctx, r)
 			c.life.Unlock()
 			if err != nil {
 				c.recordNotReady(err)
@@ -750,25 +831,31 @@ func (c *campaign) sampleStored(ctx context.Context) {
 	}
 }
 
-// sampleStatus reads /status of the current process every 250 ms.
+// sampleStatus reads /status of every replica's process every 250 ms.
 func (c *campaign) sampleStatus(ctx context.Context) {
 	for sleep(ctx, 250*time.Millisecond) {
-		c.mu.Lock()
-		ch := c.cur
-		c.mu.Unlock()
-		if ch == nil || !ch.running() {
-			continue
+		for _, r := range c.replicas {
+			c.sampleReplica(ctx, r)
 		}
-		st, err := readStatus(ctx, c.httpAddr)
-		if err != nil {
-			continue
-		}
-		c.mu.Lock()
-		// A status read while the process changed may be either's: drop it.
-		if c.cur == ch && ch.running() {
-			c.gens[ch.gen-1].observeStatus(st, c.since())
-		}
-		c.mu.Unlock()
+	}
+}
+
+// sampleReplica reads /status of replica r's process once.
+func (c *campaign) sampleReplica(ctx context.Context, r *replica) {
+	ch := c.current(r)
+	if ch == nil || !ch.running() {
+		return
+	}
+	st, err := readStatus(ctx, r.addr)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A status read while the replica's process changed may be either's:
+	// drop it.
+	if r.cur == ch && ch.running() {
+		c.gens[ch.gen-1].observeStatus(st, c.since())
 	}
 }
 
@@ -869,21 +956,20 @@ func (c *campaign) watchCatalog(ctx context.Context) {
 	}
 }
 
-// settle waits, after the workload and the faults, until the last process
-// has finished everything: at least a lease after the last fault, every
-// record's outcome visible, nothing in flight, and the received count
-// still for five seconds. It returns /metrics read then.
-func (c *campaign) settle(ctx context.Context) (Counters, bool) {
+// settle waits, after the workload and the faults, until the live
+// processes (one per replica) have finished everything: at least a lease
+// after the last fault, every record's outcome visible, and, for five
+// seconds, no process replaced, none receiving anything new and nothing in
+// flight in any. It returns /metrics of each, read then.
+func (c *campaign) settle(ctx context.Context) ([]procCounters, bool) {
 	c.logf("settling: waiting for every outcome (at most %v)", c.opts.Settle)
 	deadline := time.Now().Add(c.opts.Settle)
-	var lastReceived int64 = -1
-	var stillSince time.Time
+	var still stillness
 	var lastScan time.Time
 	complete := false
 	for sleep(ctx, time.Second) {
 		c.mu.Lock()
 		quietFor := time.Since(c.lastFault)
-		ch := c.cur
 		c.mu.Unlock()
 		if time.Since(lastScan) > 3*time.Second && !complete {
 			lastScan = time.Now()
@@ -893,27 +979,83 @@ func (c *campaign) settle(ctx context.Context) (Counters, bool) {
 				c.logf("settling: %d outcomes not visible yet", missing)
 			}
 		}
-		st, err := readStatus(ctx, c.httpAddr)
-		if err == nil && ch != nil && ch.running() {
-			if st.Received != lastReceived || st.InFlight != 0 {
-				lastReceived, stillSince = st.Received, time.Now()
-			}
-			if complete && quietFor >= lease && time.Since(stillSince) >= 5*time.Second {
-				cs, err := readCounters(ctx, c.httpAddr, pipelineName)
-				if err == nil {
-					c.logf("settled: received %v, committed %v, duplicate %v, dead-lettered %v, retried %v",
-						cs.Received, cs.Committed, cs.Duplicate, cs.DeadLetteredTotal(), cs.Retried)
-					return cs, true
+		if snap, ok := c.liveStatus(ctx); ok {
+			still.observe(time.Now(), snap)
+			if complete && quietFor >= lease && still.stillFor(time.Now()) >= 5*time.Second {
+				if final, ok := c.readFinal(ctx); ok {
+					for _, f := range final {
+						c.logf("settled: %s: received %v, committed %v, duplicate %v, dead-lettered %v, retried %v",
+							f.proc, f.Received, f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Retried)
+					}
+					return final, true
 				}
 			}
 		}
 		if time.Now().After(deadline) {
 			c.logf("settling timed out after %v (outcomes complete: %v)", c.opts.Settle, complete)
-			cs, err := readCounters(ctx, c.httpAddr, pipelineName)
-			return cs, err == nil
+			return c.readFinal(ctx)
 		}
 	}
-	return Counters{}, false
+	return nil, false
+}
+
+// procStatus is what settle reads of one live process.
+type procStatus struct {
+	gen                int
+	received, inFlight int64
+}
+
+// stillness tracks since when the live processes have been still: the
+// same processes as at the last reading, none with a new message received,
+// none with anything in flight.
+type stillness struct {
+	last  []procStatus
+	since time.Time
+}
+
+func (s *stillness) observe(now time.Time, snap []procStatus) {
+	busy := slices.ContainsFunc(snap, func(p procStatus) bool { return p.inFlight != 0 })
+	if busy || s.since.IsZero() || !slices.Equal(snap, s.last) {
+		s.last, s.since = snap, now
+	}
+}
+
+func (s *stillness) stillFor(now time.Time) time.Duration { return now.Sub(s.since) }
+
+// liveStatus reads /status of every replica's process; ok is false when a
+// replica has none running or it does not answer.
+func (c *campaign) liveStatus(ctx context.Context) ([]procStatus, bool) {
+	var out []procStatus
+	for _, r := range c.replicas {
+		ch := c.current(r)
+		if ch == nil || !ch.running() {
+			return nil, false
+		}
+		st, err := readStatus(ctx, r.addr)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, procStatus{gen: ch.gen, received: st.Received, inFlight: st.InFlight})
+	}
+	return out, true
+}
+
+// readFinal reads /metrics of every replica's process; ok is false unless
+// each was read.
+func (c *campaign) readFinal(ctx context.Context) ([]procCounters, bool) {
+	var out []procCounters
+	for _, r := range c.replicas {
+		ch := c.current(r)
+		if ch == nil || !ch.running() {
+			return out, false
+		}
+		cs, err := readCounters(ctx, r.addr, pipelineName)
+		if err != nil {
+			return out, false
+		}
+		out = append(out, procCounters{proc: ch.name(), Counters: cs})
+	}
+	return out, true
 }
 
 // missingOutcomes counts the records whose outcome is not visible yet: a
@@ -959,20 +1101,28 @@ func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
 	return missing, nil
 }
 
-// finalStop stops the last process with SIGTERM and expects exit 0.
+// finalStop stops every replica's process with SIGTERM, all at once, and
+// expects exit 0 from each.
 func (c *campaign) finalStop() {
 	c.stopping.Store(true)
 	c.life.Lock()
 	defer c.life.Unlock()
 	c.logf("final stop: SIGTERM")
-	c.stopCurrent(syscall.SIGTERM, "final SIGTERM")
+	var wg sync.WaitGroup
+	for _, r := range c.replicas {
+		wg.Go(func() { c.stopReplica(r, syscall.SIGTERM, "final SIGTERM") })
+	}
+	wg.Wait()
 	c.mu.Lock()
-	g := c.gens[len(c.gens)-1]
-	c.mu.Unlock()
-	c.logf("final process %d: %s", g.gen, g.how)
+	defer c.mu.Unlock()
+	for _, r := range c.replicas {
+		if r.cur != nil {
+			c.logf("final %s: %s", r.cur.name(), c.gens[r.cur.gen-1].how)
+		}
+	}
 }
 
-// leftovers waits out the lease of the last process, then pulls the main
+// leftovers waits out the lease of the last processes, then pulls the main
 // and the tracking subscription: both must be empty. What it finds is not
 // acked.
 func (c *campaign) leftovers(ctx context.Context) (mainLeft, trackingLeft int) {

@@ -190,10 +190,11 @@ func perfect(t *testing.T, seed uint64) *Observed {
 	g := &genRecord{gen: 1}
 	g.last = Status{Received: int64(len(p.Steps)), Committed: committed, Duplicate: duplicate, DeadLettered: dl}
 	o.Gens = []*genRecord{g}
-	o.Final = Counters{Received: float64(len(p.Steps)), Committed: float64(committed), Duplicate: float64(duplicate), DeadLettered: map[string]float64{}}
+	final := Counters{Received: float64(len(p.Steps)), Committed: float64(committed), Duplicate: float64(duplicate), DeadLettered: map[string]float64{}}
 	for r, n := range dl {
-		o.Final.DeadLettered[r] = float64(n)
+		final.DeadLettered[r] = float64(n)
 	}
+	o.Final = []procCounters{{proc: "process 1", Counters: final}}
 	o.FinalOK = true
 	o.Terms = []int{0}
 	return o
@@ -300,7 +301,7 @@ func TestCheckCatchesEachViolation(t *testing.T) {
 			g.observeStatus(Status{Watermark: &a}, time.Second)
 			g.observeStatus(Status{Watermark: &b}, 2*time.Second)
 		}, "within a process"},
-		{"metrics that do not add up", func(t *testing.T, o *Observed) { o.Final.Committed-- }, "received − retried"},
+		{"metrics that do not add up", func(t *testing.T, o *Observed) { o.Final[0].Committed-- }, "received − retried"},
 		{"a key committed twice", func(t *testing.T, o *Observed) { o.Gens[0].last.Committed += 1000 }, "no key committed twice"},
 		{"a SIGTERM that exits 1", func(t *testing.T, o *Observed) { o.Terms = append(o.Terms, 1) }, "exited 0"},
 		{"a process that died", func(t *testing.T, o *Observed) { o.Unexpected = []string{"process 2 exited"} }, "on their own"},
@@ -333,8 +334,8 @@ func TestLateAfterFaultIsAViolationUnlessTolerated(t *testing.T) {
 	delete(o.Rows, r.ID)
 	o.Gens[0].last.Committed--
 	o.Gens[0].last.DeadLettered["late"]++
-	o.Final.Committed--
-	o.Final.DeadLettered["late"]++
+	o.Final[0].Committed--
+	o.Final[0].DeadLettered["late"]++
 	pub := o.Steps[si].at
 	o.Copies = append(o.Copies, dlCopy{data: r.Payload, attrs: map[string]string{
 		"cid": strconv.Itoa(r.CID), "v": "original", "id": r.ID, "ts": "x",
@@ -392,7 +393,207 @@ go_goroutines 42
 func ExampleFault_String() {
 	fmt.Println(Fault{Kind: FaultBigtableStall, Dur: 12500 * time.Millisecond})
 	fmt.Println(Fault{Kind: FaultLatency, Latency: 250 * time.Millisecond, Target: "pubsub", Dur: 8 * time.Second})
+	fmt.Println(Fault{Kind: FaultKill, Dur: 1500 * time.Millisecond})
+	fmt.Println(Fault{Kind: FaultTerm, Dur: 700 * time.Millisecond, Replica: 2})
 	// Output:
 	// bigtable-stall for 12.5s
 	// latency 250ms on pubsub for 8s
+	// sigkill, restart after 1.5s
+	// sigterm of replica 2, restart after 700ms
+}
+
+// isProcessFault says whether f stops and restarts a process.
+func isProcessFault(f Fault) bool { return f.Kind == FaultKill || f.Kind == FaultTerm }
+
+func TestScheduleTargetsReplicasFromTheSeed(t *testing.T) {
+	fc := FaultConfig{Count: 24, Duration: 6 * time.Minute, MaxStall: 30 * time.Second}
+	one := NewSchedule(5, fc)
+	for _, f := range one {
+		if f.Replica != 0 {
+			t.Fatalf("one process: %s targets replica %d, want 0 (today's schedule)", f, f.Replica)
+		}
+	}
+	fc.Replicas = 3
+	three := NewSchedule(5, fc)
+	if !reflect.DeepEqual(three, NewSchedule(5, fc)) {
+		t.Fatal("two schedules of seed 5 with 3 replicas differ")
+	}
+	var targets []int
+	for i, f := range three {
+		// Replicas change whom a fault hits, never what or when.
+		g := f
+		g.Replica = 0
+		if g != one[i] {
+			t.Errorf("fault %d is %s with 3 replicas, %s with one", i, f, one[i])
+		}
+		switch {
+		case !isProcessFault(f) && f.Replica != 0:
+			t.Errorf("fault %d (%s) targets replica %d: proxy faults hit every replica", i, f, f.Replica)
+		case isProcessFault(f) && (f.Replica < 1 || f.Replica > 3):
+			t.Errorf("fault %d (%s) targets replica %d, want 1..3", i, f, f.Replica)
+		case isProcessFault(f):
+			targets = append(targets, f.Replica)
+		}
+	}
+	if len(targets) < 6 {
+		t.Fatalf("%d process faults in 24, want at least 6 for this test", len(targets))
+	}
+	// Dealt in rounds: every 3 process faults in a row from the start of a
+	// round hit 3 different replicas.
+	for i := 0; i+3 <= len(targets); i += 3 {
+		if seen := map[int]bool{targets[i]: true, targets[i+1]: true, targets[i+2]: true}; len(seen) != 3 {
+			t.Errorf("process faults %d..%d hit replicas %v, want each of 1..3 once", i, i+2, targets[i:i+3])
+		}
+	}
+	// The choice follows the seed: some seed hits another replica first.
+	differs := false
+	for seed := uint64(6); seed < 40 && !differs; seed++ {
+		for _, f := range NewSchedule(seed, fc) {
+			if isProcessFault(f) {
+				differs = f.Replica != targets[0]
+				break
+			}
+		}
+	}
+	if !differs {
+		t.Error("seeds 6..39 all hit the same replica first as seed 5")
+	}
+}
+
+func TestDryRunNamesEachFaultsReplica(t *testing.T) {
+	dry := func(args ...string) (string, int) {
+		var out, errs strings.Builder
+		code := run(append([]string{"-dry-run", "-short", "-seed", "77"}, args...), &out, &errs)
+		return out.String() + errs.String(), code
+	}
+	one, code := dry()
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, one)
+	}
+	three, code := dry("-replicas", "3")
+	if code != exitOK {
+		t.Fatalf("-replicas 3: exit %d:\n%s", code, three)
+	}
+	if strings.Contains(one, "replica") {
+		t.Errorf("one process, yet the plan names replicas:\n%s", one)
+	}
+	if !strings.Contains(three, "3 replicas") {
+		t.Errorf("the plan does not say 3 replicas:\n%s", three)
+	}
+	kills := 0
+	for line := range strings.Lines(three) {
+		if strings.Contains(line, "sigkill") || strings.Contains(line, "sigterm") {
+			kills++
+			if !strings.Contains(line, "of replica ") {
+				t.Errorf("no replica in %q", line)
+			}
+		}
+	}
+	if kills != 2 {
+		t.Errorf("%d kills and terms in the -short plan, want 2:\n%s", kills, three)
+	}
+	if _, code := dry("-replicas", "0"); code != exitUsage {
+		t.Errorf("-replicas 0: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestLogNames(t *testing.T) {
+	for _, c := range []struct {
+		replica, nth, gen int
+		want              string
+	}{
+		{0, 1, 1, "pubsink-01.log"}, // one process: the names of before replicas
+		{0, 3, 3, "pubsink-03.log"},
+		{1, 1, 1, "pubsink-r1-01.log"},
+		{3, 2, 5, "pubsink-r3-02.log"}, // replica 3's second process, the fifth started
+	} {
+		if got := logName(c.replica, c.nth, c.gen); got != c.want {
+			t.Errorf("logName(%d, %d, %d) = %q, want %q", c.replica, c.nth, c.gen, got, c.want)
+		}
+	}
+}
+
+// withReplicas splits the final counters of perfect's one process over n
+// processes, each balanced, as n replicas would report them.
+func withReplicas(o *Observed, n int) {
+	f := o.Final[0]
+	o.Final = nil
+	for i := range n {
+		part := Counters{DeadLettered: map[string]float64{}}
+		share := func(v float64) float64 { return float64(int(v)/n + min(1, max(0, int(v)%n-i))) }
+		part.Committed, part.Duplicate = share(f.Committed), share(f.Duplicate)
+		for r, v := range f.DeadLettered {
+			part.DeadLettered[r] = share(v)
+		}
+		part.Received = finished(part)
+		o.Final = append(o.Final, procCounters{proc: fmt.Sprintf("process %d (replica %d)", i+1, i+1), Counters: part})
+	}
+	o.Terms = make([]int, n)
+}
+
+func TestEveryFinalProcessMustBalanceOnItsOwn(t *testing.T) {
+	o := perfect(t, 11)
+	withReplicas(o, 3)
+	if f := failing(Check(o)); len(f) > 0 {
+		t.Fatalf("three balanced processes fail %q", f)
+	}
+	var total float64
+	for _, f := range o.Final {
+		total += f.Received
+	}
+	if total != float64(len(o.Plan.Steps)) {
+		t.Fatalf("the split received %v, want %d", total, len(o.Plan.Steps))
+	}
+	// One process's shortfall hidden by another's excess: the sums
+	// balance, the processes do not.
+	o.Final[0].Committed++
+	o.Final[2].Committed--
+	rs := Check(o)
+	f := failing(rs)
+	if len(f) != 1 || !strings.Contains(f[0], "each of the 3 final processes") {
+		t.Fatalf("failing %q; want only the balance of each final process", f)
+	}
+	for _, r := range rs {
+		if r.Invariant == f[0] && (len(r.Examples) != 2 || !strings.Contains(r.Examples[0], "replica 1")) {
+			t.Errorf("examples %q, want replicas 1 and 3", r.Examples)
+		}
+	}
+	o.Final[0].Committed--
+	o.Final[2].Committed++
+	o.Final[1].InFlight = 1
+	if f := failing(Check(o)); len(f) != 1 || !strings.Contains(f[0], "in flight") {
+		t.Fatalf("a message in flight in replica 2: failing %q", f)
+	}
+}
+
+func TestStillness(t *testing.T) {
+	t0 := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	snap := func(ps ...procStatus) []procStatus { return ps }
+	var s stillness
+	s.observe(at(0), snap(procStatus{1, 10, 0}, procStatus{2, 20, 0}))
+	s.observe(at(3), snap(procStatus{1, 10, 0}, procStatus{2, 20, 0}))
+	if d := s.stillFor(at(5)); d != 5*time.Second {
+		t.Fatalf("still for %v, want 5s", d)
+	}
+	for _, c := range []struct {
+		name string
+		snap []procStatus
+	}{
+		{"one receives", snap(procStatus{1, 10, 0}, procStatus{2, 21, 0})},
+		{"one has a message in flight", snap(procStatus{1, 10, 1}, procStatus{2, 20, 0})},
+		{"a replica's process was replaced", snap(procStatus{3, 10, 0}, procStatus{2, 20, 0})},
+	} {
+		s := stillness{last: s.last, since: s.since}
+		s.observe(at(6), c.snap)
+		if d := s.stillFor(at(7)); d != time.Second {
+			t.Errorf("%s: still for %v, want 1s (since the change)", c.name, d)
+		}
+	}
+	// A message in flight keeps it busy even with the counts unchanged.
+	s.observe(at(6), snap(procStatus{1, 10, 1}, procStatus{2, 20, 0}))
+	s.observe(at(8), snap(procStatus{1, 10, 1}, procStatus{2, 20, 0}))
+	if d := s.stillFor(at(9)); d != time.Second {
+		t.Errorf("in flight: still for %v, want 1s", d)
+	}
 }

@@ -98,6 +98,12 @@ func (w *wmStats) observe(raw string, at time.Duration) {
 	}
 }
 
+// procCounters are the counters of one process, named as in the report.
+type procCounters struct {
+	proc string
+	Counters
+}
+
 // genRecord is what the campaign saw of one pubsink process.
 type genRecord struct {
 	gen   int
@@ -157,9 +163,10 @@ type Observed struct {
 	LeftMain, LeftTracking int
 	Stored                 wmStats
 	Gens                   []*genRecord
-	// Final is /metrics of the last process once it had settled, and
-	// FinalOK whether it was read.
-	Final   Counters
+	// Final is /metrics of each process alive at the end (one per
+	// replica) once they had settled, and FinalOK whether every one was
+	// read.
+	Final   []procCounters
 	FinalOK bool
 	// Terms are the exit codes after SIGTERM (the final stop included);
 	// -1 is a process that had to be killed.
@@ -644,20 +651,48 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format(wmFormat)
 }
 
-func checkMetrics(o *Observed) []Result {
-	var out []Result
-	f := o.Final
-	if !o.FinalOK {
-		return []Result{{Invariant: "/metrics of the final process read once it settled", Class: Exact, Expected: "read", Found: "not read"}}
+// finalName names the processes alive at the end in an invariant.
+func finalName(n int) string {
+	if n == 1 {
+		return "final process"
 	}
-	finished := f.Committed + f.Duplicate + f.DeadLetteredTotal() + f.Dropped
-	out = append(out,
-		Result{Invariant: "final process: received − retried = committed + duplicate + dead-lettered + dropped", Class: Exact,
-			Expected: fmt.Sprintf("%.0f − %.0f = %.0f", f.Received, f.Retried, f.Received-f.Retried),
-			Found:    fmt.Sprintf("%.0f + %.0f + %.0f + %.0f = %.0f", f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Dropped, finished),
-			OK:       f.Received-f.Retried == finished},
-		exact("final process: messages in flight once settled", 0, int(f.InFlight), nil),
-	)
+	return fmt.Sprintf("each of the %d final processes (Σ shown)", n)
+}
+
+// finished is what a process's counters say it finished.
+func finished(f Counters) float64 {
+	return f.Committed + f.Duplicate + f.DeadLetteredTotal() + f.Dropped
+}
+
+// checkFinal checks the balance of the counters of every process alive at
+// the end. Each process must balance on its own: a sum over them could
+// hide one process's excess behind another's shortfall. The row shows the
+// sums.
+func checkFinal(o *Observed) []Result {
+	if !o.FinalOK || len(o.Final) == 0 {
+		return []Result{{Invariant: "/metrics of every final process read once they settled", Class: Exact, Expected: "read", Found: "not read"}}
+	}
+	sum := Counters{DeadLettered: map[string]float64{}}
+	var unbalanced examples
+	for _, f := range o.Final {
+		if f.Received-f.Retried != finished(f.Counters) {
+			unbalanced.add("%s: %.0f − %.0f ≠ %.0f + %.0f + %.0f + %.0f", f.proc, f.Received, f.Retried, f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Dropped)
+		}
+		sum.add(f.Counters)
+	}
+	name := finalName(len(o.Final))
+	return []Result{
+		{Invariant: name + ": received − retried = committed + duplicate + dead-lettered + dropped", Class: Exact,
+			Expected: fmt.Sprintf("%.0f − %.0f = %.0f", sum.Received, sum.Retried, sum.Received-sum.Retried),
+			Found:    fmt.Sprintf("%.0f + %.0f + %.0f + %.0f = %.0f", sum.Committed, sum.Duplicate, sum.DeadLetteredTotal(), sum.Dropped, finished(sum)),
+			OK:       unbalanced.n == 0, Examples: unbalanced.lines},
+		// In-flight gauges are never negative: a sum of 0 is 0 in each.
+		exact(name+": messages in flight once settled", 0, int(sum.InFlight), nil),
+	}
+}
+
+func checkMetrics(o *Observed) []Result {
+	out := checkFinal(o)
 
 	var committed, dropped int64
 	dl := map[string]int64{}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,7 +22,8 @@ import (
 // child is one pubsink process: `pubsink run --config F`, the leader of its
 // own process group.
 type child struct {
-	gen     int // 1 for the first process, then one more per restart
+	gen     int // 1 for the first process, then one more per start, over every replica
+	replica int // 1..N with -replicas N > 1; 0 when one process runs
 	cmd     *exec.Cmd
 	logPath string
 	started time.Time
@@ -33,10 +33,20 @@ type child struct {
 	signaled atomic.Bool // the campaign sent a signal on purpose
 }
 
+// logName is the name of a process's log: pubsink-GEN.log when one process
+// runs (as before replicas), else pubsink-rREPLICA-NTH.log, NTH counting
+// the processes of that replica, so that a replica's logs sort together and
+// in order.
+func logName(replica, nth, gen int) string {
+	if replica == 0 {
+		return fmt.Sprintf("pubsink-%02d.log", gen)
+	}
+	return fmt.Sprintf("pubsink-r%d-%02d.log", replica, nth)
+}
+
 // startChild starts the binary with env added to this process's
-// environment, stdout and stderr going to DIR/pubsink-GEN.log.
-func startChild(binary, config, dir string, gen int, env []string) (*child, error) {
-	logPath := filepath.Join(dir, fmt.Sprintf("pubsink-%02d.log", gen))
+// environment, stdout and stderr going to logPath.
+func startChild(binary, config, logPath string, gen, replica int, env []string) (*child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -49,13 +59,22 @@ func startChild(binary, config, dir string, gen int, env []string) (*child, erro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start pubsink: %w", err)
 	}
-	c := &child{gen: gen, cmd: cmd, logPath: logPath, started: time.Now(), done: make(chan struct{})}
+	c := &child{gen: gen, replica: replica, cmd: cmd, logPath: logPath, started: time.Now(), done: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		c.state = cmd.ProcessState
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// name is how the report calls the process: "process 3", and with
+// replicas "process 3 (replica 2)".
+func (c *child) name() string {
+	if c.replica == 0 {
+		return fmt.Sprintf("process %d", c.gen)
+	}
+	return fmt.Sprintf("process %d (replica %d)", c.gen, c.replica)
 }
 
 func (c *child) running() bool {
@@ -81,7 +100,7 @@ func (c *child) wait(timeout time.Duration) (int, error) {
 	case <-c.done:
 		return c.state.ExitCode(), nil
 	case <-time.After(timeout):
-		return 0, fmt.Errorf("pubsink (process %d) still running %v after the signal", c.gen, timeout)
+		return 0, fmt.Errorf("pubsink (%s) still running %v after the signal", c.name(), timeout)
 	}
 }
 
@@ -136,13 +155,13 @@ func (c *child) waitReady(ctx context.Context, addr string, timeout time.Duratio
 	deadline := time.Now().Add(timeout)
 	for {
 		if !c.running() {
-			return fmt.Errorf("pubsink (process %d) exited before it was ready (%s); log %s ends:\n%s", c.gen, c.exitText(), c.logPath, c.logTail(15))
+			return fmt.Errorf("pubsink (%s) exited before it was ready (%s); log %s ends:\n%s", c.name(), c.exitText(), c.logPath, c.logTail(15))
 		}
 		if _, err := get(ctx, addr, "/readyz"); err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pubsink (process %d) not ready after %v; log %s ends:\n%s", c.gen, timeout, c.logPath, c.logTail(15))
+			return fmt.Errorf("pubsink (%s) not ready after %v; log %s ends:\n%s", c.name(), timeout, c.logPath, c.logTail(15))
 		}
 		select {
 		case <-ctx.Done():
@@ -188,6 +207,20 @@ func (c Counters) DeadLetteredTotal() float64 {
 		n += v
 	}
 	return n
+}
+
+// add adds o's counts to c's (c.DeadLettered must not be nil).
+func (c *Counters) add(o Counters) {
+	c.Received += o.Received
+	c.Committed += o.Committed
+	c.Duplicate += o.Duplicate
+	c.Late += o.Late
+	c.Dropped += o.Dropped
+	c.Retried += o.Retried
+	c.InFlight += o.InFlight
+	for r, n := range o.DeadLettered {
+		c.DeadLettered[r] += n
+	}
 }
 
 // readCounters scrapes /metrics for pipeline.

@@ -8,6 +8,7 @@
 //	go run ./tools/chaos -short                        # the CI campaign, about 2 minutes
 //	go run ./tools/chaos -seed 4242                    # a release campaign: 50,000 messages, 24 faults
 //	go run ./tools/chaos -seed S -n N -duration D      # any size
+//	go run ./tools/chaos -short -replicas 3 -seed S    # three pubsink processes on one pipeline
 //
 // It owns nothing of pubsink; it drives the binary as a child process, as
 // an operator would. The emulators are internal/testenv/emulator, the proxies
@@ -22,19 +23,23 @@
 //	-faults N     faults to inject (default one per 15s of -duration, at least 6; from 6 on, every kind occurs)
 //	-max-stall D  longest Bigtable stall (default 30s, at least 1s)
 //	-settle D     longest wait after the workload for every outcome to show (default 3m; 90s with -short)
+//	-replicas N   pubsink processes running the pipeline at once (default 1: one process, as before
+//	              replicas); each kill or term hits one of them (see "Replicas")
 //	-dir DIR      run directory (default: a new temporary one, removed when every invariant holds)
 //	-keep         keep the run directory anyway
 //	-binary PATH  a built pubsink to run (default: go build of this module into the run directory)
-//	-dry-run      print the workload's make-up and the fault schedule of the seed; run nothing
+//	-dry-run      print the workload's make-up and the fault schedule of the seed (with -replicas, the
+//	              replica of each kill and term); run nothing
 //	-tolerate-late-after-fault
 //	              a diagnostic: count on-time records dead-lettered as late after a restart or
 //	              Pub/Sub reset in a row of their own instead of failing (see "Late after a fault")
 //
-// The same seed, -n, -duration, -faults, -max-stall and -short give the
-// same workload and the same fault schedule; what pubsink and the emulators
-// do with them depends on timing, which is why the invariants below say
-// which are exact. On a violation the output ends with the command that
-// reruns the campaign.
+// The same seed, -n, -duration, -faults, -max-stall, -replicas and -short
+// give the same workload and the same fault schedule (-replicas changes
+// only which replica a kill or term hits, not what the faults are or when
+// they come); what pubsink and the emulators do with them depends on
+// timing, which is why the invariants below say which are exact. On a
+// violation the output ends with the command that reruns the campaign.
 //
 // Exit status: 0 every invariant holds; 1 an invariant failed; 2 bad
 // usage; 3 the campaign could not run (emulators, build, setup).
@@ -48,7 +53,16 @@
 // setup` creates the topics, subscriptions and tables first. The publisher,
 // the samplers and the final checks talk to the emulators directly, out of
 // the faults' way. The run directory keeps config.yaml, one log per pubsink
-// process (pubsink-NN.log) and the emulators' logs.
+// process (pubsink-NN.log, NN counting the processes; with -replicas,
+// pubsink-rR-NN.log, NN counting replica R's processes) and the emulators'
+// logs.
+//
+// With -replicas N, N such processes run the pipeline at once from the
+// start, each a replica with its own HTTP port. They share config.yaml
+// (whose http.addr is the first replica's) and the proxies; each gets its
+// address through PUBSINK_HTTP_ADDR, which wins over the file. A restart
+// replaces a replica's process on the same port. The campaign samples
+// /status of every replica's process and reads its /metrics at the end.
 //
 // The pipeline under test is one exactly_once pipeline with id_attribute
 // id, timestamp_attribute ts (timestamp_format auto), a tracking
@@ -100,13 +114,21 @@
 // flight are lost; restarts restart it too); 20-500ms of latency on one
 // proxy for 5-20s. Each is logged with its offset and wall-clock time.
 //
+// With -replicas N a kill or term stops one replica's process and starts
+// the next in its place; the others run on. Which replica comes from the
+// seed (a PCG stream of its own, so the rest of the schedule is the same
+// for any N), dealt in rounds: N kills and terms in a row, from the first,
+// hit N different replicas. -dry-run prints each one's replica. The proxy
+// faults hit every replica, since all go through the same proxies.
+//
 // # Invariants
 //
 // After the workload the campaign waits until every outcome is visible, a
-// lease (16s) has passed since the last fault and the last process has
-// received nothing for 5s, reads its /metrics, stops it with SIGTERM, waits
-// a lease, pulls both subscriptions, drains the dead-letter subscription
-// and reads the whole table. Classes: exact holds whatever the timing;
+// lease (16s) has passed since the last fault and the live processes (one
+// per replica) have been still for 5s (the same processes, none receiving
+// anything new, nothing in flight), reads the /metrics of each, stops them
+// all at once with SIGTERM, waits a lease, pulls both subscriptions, drains
+// the dead-letter subscription and reads the whole table. Classes: exact holds whatever the timing;
 // bounded lies within a bound because the outcome depends on timing the
 // campaign does not control; info is a figure.
 //
@@ -130,12 +152,20 @@
 //	stored watermark advanced during the run                       bounded
 //	/status watermark never goes backwards within a process, and
 //	  starts at or above the stored value read before the start    exact
-//	last process: received - retried =
+//	each final process: received - retried =
 //	  committed + duplicate + dead-lettered + dropped, none in flight exact
 //	sum of committed over processes <= rows (no key committed twice) bounded (killed processes' last moments are unseen)
 //	sum of dead-lettered per reason <= copies with that reason      bounded
 //	every SIGTERM exits 0; no process exits on its own; every
 //	  restart becomes ready                                         exact
+//
+// With replicas, "each final process" is every replica's process alive at
+// the end, each checked on its own, its counters against its own: a sum
+// could hide one process's excess behind another's shortfall (the row
+// shows the sums, its examples the processes that do not balance). The
+// /status watermark rows are per process, as with one. The sums over
+// processes take every process of every replica, and the process rows
+// every SIGTERM, exit and restart of any replica.
 //
 // # Late after a fault
 //
@@ -157,4 +187,16 @@
 // dead-lettered late after it) in a row of class "known bug" and excuses
 // their missing rows, their copies and their orphaned duplicates, so that a
 // run tells this failure apart from others if it ever comes back.
+//
+// # Replicas
+//
+// Dedupe holds with any number of processes (claims in the catalog,
+// package members), and so does the watermark (one leader reads the
+// tracking subscription and stores it, the others report their finishes:
+// package watermark, "Replicas"). -replicas puts both to the same test as
+// one process: every row of the table applies unchanged. A kill of the
+// leader moves the lease after 10s, and the new leader's startup guard
+// holds the watermark 18s more; a SIGTERM vacates the lease at once.
+// CI runs -short -replicas 3 with seed 1796098390 beside the one-process
+// campaign.
 package main

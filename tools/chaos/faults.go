@@ -11,10 +11,12 @@ import (
 type FaultKind uint8
 
 const (
-	// FaultKill sends SIGKILL to pubsink and starts it again after Pause.
+	// FaultKill sends SIGKILL to a pubsink process (of replica
+	// Fault.Replica) and starts another in its place after Dur.
 	FaultKill FaultKind = iota
-	// FaultTerm sends SIGTERM, expects exit status 0 within
-	// shutdown_timeout, and starts pubsink again after Pause.
+	// FaultTerm sends SIGTERM to a pubsink process (of replica
+	// Fault.Replica), expects exit status 0 within shutdown_timeout, and
+	// starts another in its place after Dur.
 	FaultTerm
 	// FaultBigtableStall holds every byte to and from Bigtable for Dur.
 	FaultBigtableStall
@@ -43,11 +45,18 @@ type Fault struct {
 	Dur     time.Duration
 	Latency time.Duration // FaultLatency only
 	Target  string        // FaultLatency only: "bigtable" or "pubsub"
+	// Replica is the replica (1..FaultConfig.Replicas) a kill or term
+	// stops and restarts; 0 when one process runs, and for the proxy
+	// faults, which every replica shares.
+	Replica int
 }
 
 func (f Fault) String() string {
 	switch f.Kind {
 	case FaultKill, FaultTerm:
+		if f.Replica > 0 {
+			return fmt.Sprintf("%s of replica %d, restart after %v", f.Kind, f.Replica, f.Dur.Round(time.Millisecond))
+		}
 		return fmt.Sprintf("%s, restart after %v", f.Kind, f.Dur.Round(time.Millisecond))
 	case FaultBigtableStall:
 		return fmt.Sprintf("%s for %v", f.Kind, f.Dur.Round(time.Millisecond))
@@ -62,6 +71,7 @@ type FaultConfig struct {
 	Count    int
 	Duration time.Duration // of the workload
 	MaxStall time.Duration // a stall lasts 1 s to MaxStall
+	Replicas int           // pubsink processes at once; 0 or 1: one
 }
 
 // faultWeights are the relative frequencies of the kinds beyond the first
@@ -112,5 +122,29 @@ func NewSchedule(seed uint64, fc FaultConfig) []Fault {
 		out = append(out, f)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
+	assignReplicas(seed, out, fc.Replicas)
 	return out
+}
+
+// assignReplicas picks the replica of each kill and term. It draws from a
+// stream of its own, so that the moments, kinds and pauses of a seed's
+// faults are the same for any number of replicas (with one, exactly what
+// they were before replicas existed), and it deals the replicas out in
+// rounds, each a permutation, so that n process faults in a row hit n
+// different replicas rather than, by chance, the same one twice.
+func assignReplicas(seed uint64, faults []Fault, n int) {
+	if n <= 1 {
+		return
+	}
+	r := rand.New(rand.NewPCG(seed, 0x7265706c69636173)) // "replicas"
+	var round []int
+	for i := range faults {
+		if faults[i].Kind != FaultKill && faults[i].Kind != FaultTerm {
+			continue
+		}
+		if len(round) == 0 {
+			round = r.Perm(n)
+		}
+		faults[i].Replica, round = round[0]+1, round[1:]
+	}
 }

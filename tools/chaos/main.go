@@ -36,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 0, "how long the workload publishes (default 6m; 60s with -short)")
 	faults := fs.Int("faults", 0, "faults to inject (default one per 15s of -duration, at least 6)")
 	maxStall := fs.Duration("max-stall", 0, "longest Bigtable stall (default 30s; 10s with -short)")
+	replicas := fs.Int("replicas", 1, "pubsink processes running the pipeline at once; each kill or term hits one of them")
 	settle := fs.Duration("settle", 0, "longest wait after the workload for every outcome (default 3m; 90s with -short)")
 	dir := fs.String("dir", "", "run directory for logs, config and binary (default: a new temporary one)")
 	keep := fs.Bool("keep", false, "keep the run directory even when every invariant holds")
@@ -50,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	opts := Options{Seed: *seed, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate}
+	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate}
 	if *short {
 		opts.Messages, opts.Duration, opts.MaxStall, opts.BigPayloads, opts.Settle = 3000, 60*time.Second, 10*time.Second, 2, 90*time.Second
 	}
@@ -64,8 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opts.Seed == 0 {
 		opts.Seed = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	if opts.Messages < 100 || opts.Duration < 10*time.Second || opts.MaxStall < time.Second {
-		fmt.Fprintln(stderr, "chaos: -n must be at least 100, -duration at least 10s, -max-stall at least 1s")
+	if opts.Messages < 100 || opts.Duration < 10*time.Second || opts.MaxStall < time.Second || opts.Replicas < 1 {
+		fmt.Fprintln(stderr, "chaos: -n must be at least 100, -duration at least 10s, -max-stall at least 1s, -replicas at least 1")
 		return exitUsage
 	}
 
@@ -90,6 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rerun := fmt.Sprintf("go run ./tools/chaos -seed %d -n %d -duration %v -faults %d -max-stall %v", opts.Seed, opts.Messages, opts.Duration, opts.Faults, opts.MaxStall)
+	if opts.Replicas > 1 {
+		rerun += fmt.Sprintf(" -replicas %d", opts.Replicas)
+	}
 	if *short {
 		rerun += " -short"
 	}
@@ -116,10 +120,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitCannotRun
 	}
 	results := report.Results
-	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v, %d faults, %v in all\nworkload: %s\n\n", opts.Seed, opts.Messages, opts.Duration, len(report.Faults), elapsed, report.Workload)
+	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v%s, %d faults, %v in all\nworkload: %s\n\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), len(report.Faults), elapsed, report.Workload)
 	PrintTable(stdout, results)
 	if !Passed(results) {
-		fmt.Fprintf(stdout, "\nVIOLATION: seed %d; rerun with: %s\nrun directory kept: %s (pubsink-NN.log per process, emulator logs, config.yaml)\n", opts.Seed, rerun, opts.Dir)
+		logs := "pubsink-NN.log"
+		if opts.Replicas > 1 {
+			logs = "pubsink-rR-NN.log"
+		}
+		fmt.Fprintf(stdout, "\nVIOLATION: seed %d; rerun with: %s\nrun directory kept: %s (%s per process, emulator logs, config.yaml)\n", opts.Seed, rerun, opts.Dir, logs)
 		return exitViolation
 	}
 	fmt.Fprintf(stdout, "\nevery invariant holds (seed %d)\n", opts.Seed)
@@ -134,10 +142,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 // printPlan writes what the seed would do.
 func printPlan(w io.Writer, opts Options) {
 	p := NewPlan(opts.Seed, WorkloadConfig{Messages: opts.Messages, BigPayloads: opts.BigPayloads, LateBursts: opts.LateBursts, Band: band})
-	fmt.Fprintf(w, "seed %d: %d messages over %v\nworkload: %s\nfaults:\n", opts.Seed, opts.Messages, opts.Duration, p.Summary())
-	for i, f := range NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall}) {
+	fmt.Fprintf(w, "seed %d: %d messages over %v%s\nworkload: %s\nfaults:\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), p.Summary())
+	for i, f := range NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall, Replicas: opts.Replicas}) {
 		fmt.Fprintf(w, "  %2d  not before +%v  %s\n", i+1, f.At.Round(100*time.Millisecond), f)
 	}
+}
+
+// replicasText says how many replicas run, when more than one.
+func replicasText(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", %d replicas", n)
 }
 
 func setIf[T comparable](dst *T, v T) {
