@@ -51,7 +51,8 @@ const reportVersion = 1
 // encode appends r to b: a version byte, the oldest in-flight second (a
 // flag byte, then a varint), the number of finishes, then per finish the
 // publish time as a varint delta from the previous one, the event time as
-// a varint delta from its publish time, and the ID with its length.
+// a varint delta from its publish time, and the ID after its length (every
+// number a signed varint).
 func (r *report) encode(b []byte) []byte {
 	b = append(b, reportVersion)
 	if r.hasOldest {
@@ -60,12 +61,12 @@ func (r *report) encode(b []byte) []byte {
 	} else {
 		b = append(b, 0)
 	}
-	b = binary.AppendUvarint(b, uint64(len(r.finishes)))
+	b = binary.AppendVarint(b, int64(len(r.finishes)))
 	var prev int64
 	for _, f := range r.finishes {
 		b = binary.AppendVarint(b, f.publish-prev)
 		b = binary.AppendVarint(b, f.event-f.publish)
-		b = binary.AppendUvarint(b, uint64(len(f.id)))
+		b = binary.AppendVarint(b, int64(len(f.id)))
 		b = append(b, f.id...)
 		prev = f.publish
 	}
@@ -81,18 +82,12 @@ func decodeReport(b []byte) (report, error) {
 		return r, errBadReport
 	}
 	flag := b[1]
-	b = b[2:]
-	varint := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			b = nil
-			return 0
-		}
-		b = b[n:]
-		return v
+	if flag > 1 {
+		return r, errBadReport
 	}
-	uvarint := func() uint64 {
-		v, n := binary.Uvarint(b)
+	b = b[2:]
+	varint := func() int64 { // every number is a varint; nil b marks a bad one
+		v, n := binary.Varint(b)
 		if n <= 0 {
 			b = nil
 			return 0
@@ -103,8 +98,8 @@ func decodeReport(b []byte) (report, error) {
 	if flag == 1 {
 		r.hasOldest, r.oldest = true, varint()
 	}
-	n := uvarint()
-	if b == nil || n > uint64(len(b)) { // every finish takes at least 3 bytes
+	n := varint()
+	if b == nil || n < 0 || n > int64(len(b)) { // every finish takes at least 3 bytes
 		return r, errBadReport
 	}
 	r.finishes = make([]finish, 0, n)
@@ -112,8 +107,8 @@ func decodeReport(b []byte) (report, error) {
 	for range n {
 		pub := prev + varint()
 		ev := pub + varint()
-		l := uvarint()
-		if b == nil || l > uint64(len(b)) {
+		l := varint()
+		if b == nil || l < 0 || l > int64(len(b)) {
 			return r, errBadReport
 		}
 		r.finishes = append(r.finishes, finish{id: string(b[:l]), publish: pub, event: ev})
