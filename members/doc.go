@@ -28,7 +28,12 @@
 //
 // A member is joined once every other live member's cell acknowledges it,
 // or lapsed; until then it claims nothing (Joined blocks, and View says not
-// joined). A member is alone when the read that followed its last successful
+// joined). A joined member that keeps renewing stays joined when a newcomer
+// appears that does not acknowledge it yet (so its claims do not wait for
+// the newcomer's handshake): the newcomer acknowledges it in the same round
+// in which it first reads it, before it can itself be joined, and cannot be
+// alone while the member renews. A peer that acknowledged the member and no
+// longer does unjoins it. A member is alone when the read that followed its last successful
 // write showed no other live member; the fast path is then allowed until
 // that write's send time plus lease minus a margin (lease/4). A member that
 // cannot renew for that long loses the fast path, and its joined state: it

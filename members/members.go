@@ -111,6 +111,7 @@ type Members struct {
 	acked    []string // sorted; what this member's cell says
 	ackedBy  map[string]bool
 	lastSent time.Time // send time of the last successful write (monotonic)
+	observed time.Time // send time of the write before the last successful read
 	alone    bool      // from the read after the last successful write
 	everSeen bool      // another member was ever live
 	others   bool      // another member was seen renewing or acknowledging this one
@@ -282,6 +283,15 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 			delete(m.peers, id) // gone (a clean stop deletes its cell), or lapsed
 		}
 	}
+	// A member that has stayed joined and fresh since its last read is
+	// not unjoined by a newcomer that has not acknowledged it yet: the
+	// newcomer claims nothing before its own cell acknowledges this member
+	// (it does so in the same round in which it first reads it), and it is
+	// not alone while this member renews. Only a peer that acknowledged
+	// this member and no longer does (it judged it lapsed, and may have
+	// gone on alone) unjoins it, as does a gap in its own renewals.
+	continuous := m.joined && !m.observed.IsZero() && sent.Sub(m.observed) < m.cfg.Lease-m.margin
+	m.observed = sent
 	ackedBy := map[string]bool{}
 	joined := true
 	for id, p := range m.peers {
@@ -289,10 +299,13 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 		if p.renewed {
 			m.others = true
 		}
-		if acks(p.value, m.cfg.ID) {
+		switch {
+		case acks(p.value, m.cfg.ID):
 			ackedBy[id] = true
 			m.others = true
-		} else {
+		case continuous && !m.ackedBy[id]:
+			// a newcomer, not yet acknowledging this member
+		default:
 			joined = false
 		}
 	}

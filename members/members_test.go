@@ -244,3 +244,42 @@ func TestACellLeftByADeadPredecessorIsNoOther(t *testing.T) {
 		t.Fatalf("b's view %+v; a acknowledged it, so another process runs", v)
 	}
 }
+
+// TestANewcomerDoesNotStallAJoinedMember: while b joins, a (joined, fresh)
+// stays joined, so its claims never wait for b's handshake; b still waits
+// for a.
+func TestANewcomerDoesNotStallAJoinedMember(t *testing.T) {
+	c := stateTable(t)
+	a := start(t, c, "a", nil)
+	joined(t, a, time.Second)
+	// b's acknowledgement of a lands a while after b's first cell: a reads
+	// the row in between, and sees a newcomer that does not ack it yet.
+	b := start(t, c, "b", &slowAck{store: btStore{table: c.Open("state"), row: Row("orders")}, delay: testLease / 2})
+	deadline := time.Now().Add(3 * time.Second)
+	for !b.View().Joined {
+		if !a.View().Joined {
+			t.Fatalf("a unjoined while b joins: a %+v, b %+v", a.Stats(), b.Stats())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b not joined: %+v", b.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if v := a.View(); !v.Joined || v.Alone {
+		t.Fatalf("a's view %+v once b joined; want joined, shared", v)
+	}
+}
+
+// slowAck delays every write after the first: b's acknowledgements.
+type slowAck struct {
+	store
+	delay  time.Duration
+	writes int
+}
+
+func (s *slowAck) write(ctx context.Context, id, v string, at bigtable.Timestamp) error {
+	if s.writes++; s.writes > 1 && v != "" {
+		time.Sleep(s.delay)
+	}
+	return s.store.write(ctx, id, v, at)
+}
