@@ -169,16 +169,7 @@ func testReplicas(t *testing.T, clean bool) {
 
 	// Past the startup guard, on an idle topic.
 	time.Sleep(1500 * time.Millisecond)
-	start := time.Now()
-	heldEvent := start.Add(-200 * time.Millisecond)
-	heldMu.Lock()
-	heldID = ps.publish(t, heldEvent)
-	heldMu.Unlock()
-	var last time.Time
-	for i := range 40 {
-		last = start.Add(time.Duration(i) * 10 * time.Millisecond)
-		ps.publish(t, last)
-	}
+	heldEvent, last := ps.publishHeldThenStream(t, 40, func(id string) { heldMu.Lock(); heldID = id; heldMu.Unlock() })
 	time.Sleep(1500 * time.Millisecond)
 	for id, r := range reps {
 		if wm := r.tr.Watermark(); wm.After(heldEvent) {

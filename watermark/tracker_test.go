@@ -85,6 +85,22 @@ func (f *fakePubSub) publish(t testing.TB, ev time.Time) string {
 	return id
 }
 
+// publishHeldThenStream publishes, at now, a message with an event time a
+// little in the past (hold is told its ID before the others go out), then
+// n messages 10ms apart in event time from now; it returns the held
+// message's event time and the last one's.
+func (f *fakePubSub) publishHeldThenStream(t testing.TB, n int, hold func(id string)) (held, last time.Time) {
+	t.Helper()
+	start := time.Now()
+	held = start.Add(-200 * time.Millisecond)
+	hold(f.publish(t, held))
+	for i := range n {
+		last = start.Add(time.Duration(i) * 10 * time.Millisecond)
+		f.publish(t, last)
+	}
+	return held, last
+}
+
 func (f *fakePubSub) source(sub string) *source.Source {
 	return source.New(f.client, zap.NewNop(), sub, config.Source{Streams: 2, MaxOutstandingMessages: 1000}, 64<<20)
 }
@@ -187,17 +203,7 @@ func TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores(t *testing.T) 
 	// in-flight publish times to the second: the startup guard waits for
 	// a message held from the start's second. Publish after that.
 	time.Sleep(1200 * time.Millisecond)
-	start := time.Now()
-	// The held message first, with an event time a little in the past.
-	heldEvent := start.Add(-200 * time.Millisecond)
-	heldMu.Lock()
-	heldID = ps.publish(t, heldEvent)
-	heldMu.Unlock()
-	var last time.Time
-	for i := range 20 {
-		last = start.Add(time.Duration(i) * 10 * time.Millisecond)
-		ps.publish(t, last)
-	}
+	heldEvent, last := ps.publishHeldThenStream(t, 20, func(id string) { heldMu.Lock(); heldID = id; heldMu.Unlock() })
 	// Well past the band and the idle period: only the held message keeps
 	// the watermark back.
 	time.Sleep(time.Second)

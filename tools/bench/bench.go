@@ -43,11 +43,18 @@ const (
 	// processes at once on one subscription and state table: dedupe in
 	// shared mode, a conditional claim per new key.
 	exactlyOnceShared kind = "exactly_once_shared"
+	// exactlyOnceSharedTracking is exactlyOnceShared with the tracking
+	// subscription: one process leads the watermark, the others report
+	// every message they finish to it.
+	exactlyOnceSharedTracking kind = "exactly_once_shared_tracking"
 )
+
+// shared reports whether connector k runs as -replicas processes.
+func (k kind) shared() bool { return k == exactlyOnceShared || k == exactlyOnceSharedTracking }
 
 // procs is how many processes run connector k at once.
 func (b *bench) procs(k kind) int {
-	if k == exactlyOnceShared {
+	if k.shared() {
 		return b.o.replicas
 	}
 	return 1
@@ -172,7 +179,7 @@ func (b *bench) names(k kind, round int) names {
 	b.seq++
 	s := fmt.Sprintf("%s-r%d-%d", strings.ReplaceAll(string(k), "_", "-"), round, b.seq)
 	n := names{suffix: s, topic: "t-" + s, sub: "s-" + s, table: "rows-" + s, state: "state-" + s}
-	if k == exactlyOnce {
+	if k == exactlyOnce || k == exactlyOnceSharedTracking {
 		n.tracking = "tr-" + s
 	}
 	return n

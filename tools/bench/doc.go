@@ -31,6 +31,10 @@
 //	               batched write. Each process has its own configuration file,
 //	               identical but for http.addr, so each has the streams and the
 //	               flow-control budget below: together, -replicas times those.
+//	exactly_once_shared_tracking  exactly_once_shared with the tracking
+//	               subscription: one process leads the watermark (reads the
+//	               tracking subscription), the others report each message
+//	               they finish to it through the state table before the ack.
 //
 // Each connector is a child process (exactly_once_shared: -replicas of
 // them, started together), so its CPU time and peak RSS are its own. All

@@ -46,7 +46,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.n, "n", 200_000, "messages per run (with -memory: 1,000,000)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every connector once, in a rotating order")
 	fs.IntVar(&o.streams, "streams", 10, "StreamingPull streams of every connector (with -memory: the pipeline default)")
-	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking and exactly_once_shared (with -memory: exactly_once_no_tracking, the default pipeline)")
+	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking, exactly_once_shared and exactly_once_shared_tracking (with -memory: exactly_once_no_tracking, the default pipeline)")
 	fs.IntVar(&o.replicas, "replicas", 2, "processes that run exactly_once_shared at once")
 	fs.IntVar(&o.payload, "payload", 200, "payload size in bytes, about")
 	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
@@ -79,10 +79,10 @@ func parseOptions(args []string) (options, error) {
 	for _, c := range strings.Split(connectors, ",") {
 		k := kind(strings.TrimSpace(c))
 		switch k {
-		case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared:
+		case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking:
 			o.connectors = append(o.connectors, k)
 		default:
-			return o, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared)", c)
+			return o, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking)", c)
 		}
 	}
 	if o.n < 1 || o.rounds < 0 || o.streams < 0 || o.payload < 64 || o.samples < 1 || o.replicas < 2 {

@@ -104,7 +104,7 @@ func printRun(w io.Writer, n int, r result) {
 		status = "FAILED: " + r.err.Error()
 	}
 	shared := ""
-	if r.kind == exactlyOnceShared {
+	if r.kind.shared() {
 		shared = fmt.Sprintf("  conditional claims/N %.3f", r.conditional/float64(n))
 	}
 	fmt.Fprintf(w, "round %d %-13s %8.0f msg/s  %6.2f CPU s/M  %5.0f MB  p50 %5.2fs p99 %5.2fs (%d samples)  drain %5.1fs  dups %.0f%s  %s\n",
@@ -155,13 +155,13 @@ func printTable(w io.Writer, o options, all []result) {
 	tw.Flush()
 	var claims []string
 	for _, r := range all {
-		if r.kind == exactlyOnceShared {
+		if r.kind.shared() {
 			claims = append(claims, fmt.Sprintf("%.3f", r.conditional/float64(o.n)))
 		}
 	}
 	if len(claims) > 0 {
-		fmt.Fprintf(w, "%s: %d processes; CPU summed over them, peak RSS the largest one's; conditional claims / N by round: %s\n",
-			exactlyOnceShared, o.replicas, strings.Join(claims, " "))
+		fmt.Fprintf(w, "shared connectors: %d processes; CPU summed over them, peak RSS the largest one's; conditional claims / N by round: %s\n",
+			o.replicas, strings.Join(claims, " "))
 	}
 
 	fmt.Fprintf(w, "\nmedian [min–max] over the rounds:\n")
