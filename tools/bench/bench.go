@@ -47,6 +47,9 @@ const (
 	// subscription: one process leads the watermark, the others report
 	// every message they finish to it.
 	exactlyOnceSharedTracking kind = "exactly_once_shared_tracking"
+	// exactlyOnceBaseline is exactly_once run by the -baseline binary: an
+	// earlier version, measured in the same rounds as this one.
+	exactlyOnceBaseline kind = "exactly_once_baseline"
 )
 
 // shared reports whether connector k runs as -replicas processes.
@@ -179,7 +182,7 @@ func (b *bench) names(k kind, round int) names {
 	b.seq++
 	s := fmt.Sprintf("%s-r%d-%d", strings.ReplaceAll(string(k), "_", "-"), round, b.seq)
 	n := names{suffix: s, topic: "t-" + s, sub: "s-" + s, table: "rows-" + s, state: "state-" + s}
-	if k == exactlyOnce || k == exactlyOnceSharedTracking {
+	if k == exactlyOnce || k == exactlyOnceSharedTracking || k == exactlyOnceBaseline {
 		n.tracking = "tr-" + s
 	}
 	return n

@@ -31,6 +31,9 @@
 //	               batched write. Each process has its own configuration file,
 //	               identical but for http.addr, so each has the streams and the
 //	               flow-control budget below: together, -replicas times those.
+//	exactly_once_baseline  exactly_once run by the binary given with
+//	               -baseline (build an earlier commit with go build -o): a
+//	               before/after comparison in the same rounds
 //	exactly_once_shared_tracking  exactly_once_shared with the tracking
 //	               subscription: one process leads the watermark (reads the
 //	               tracking subscription), the others report each message

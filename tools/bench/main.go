@@ -35,6 +35,7 @@ type options struct {
 	profileDir string
 	logDir     string
 	pubsink    string
+	baseline   string // the pubsink binary of exactly_once_baseline
 	timeout    time.Duration
 	samples    int
 }
@@ -53,6 +54,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, run each connector once more with CPU and alloc profiles written to this directory")
 	fs.StringVar(&o.logDir, "logs", "", "keep the emulators' and children's logs in this directory (default: a temporary one, removed)")
 	fs.StringVar(&o.pubsink, "pubsink", "", "pubsink binary to run (default: built from this module)")
+	fs.StringVar(&o.baseline, "baseline", "", "another pubsink binary (an earlier commit's), run as connector exactly_once_baseline: exactly_once, compared in the same rounds")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up on a run after this long (default: 2 min + 2 ms per message)")
 	fs.IntVar(&o.samples, "samples", 2000, "messages per run whose publish → row latency is measured")
 	if err := fs.Parse(args); err != nil {
@@ -81,8 +83,13 @@ func parseOptions(args []string) (options, error) {
 		switch k {
 		case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking:
 			o.connectors = append(o.connectors, k)
+		case exactlyOnceBaseline:
+			if o.baseline == "" {
+				return o, fmt.Errorf("-connectors: %s needs -baseline PATH", k)
+			}
+			o.connectors = append(o.connectors, k)
 		default:
-			return o, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking)", c)
+			return o, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline)", c)
 		}
 	}
 	if o.n < 1 || o.rounds < 0 || o.streams < 0 || o.payload < 64 || o.samples < 1 || o.replicas < 2 {

@@ -170,6 +170,8 @@ func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag s
 			"-instance", instance, "-table", n.table, "-http", addr,
 			"-streams", strconv.Itoa(b.o.streams)}, args...)
 		return exec.Command(b.self, args...)
+	case k == exactlyOnceBaseline:
+		return exec.Command(b.o.baseline, "run", "--config", path)
 	case prof != nil:
 		return exec.Command(b.self, append([]string{"inproc", "-config", path}, args...)...)
 	default:
