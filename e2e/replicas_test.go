@@ -71,8 +71,9 @@ func (w rivalWave) later() []dupMsg {
 // subscription, with a tracking subscription, and publishes every record
 // with a rival, some right after it and some a wave later, while one
 // process is killed -9 and replaced, one is replaced as a rolling update
-// does (start the new, SIGTERM the old), and one is stopped (SIGSTOP) for
-// longer than its membership lease and resumed. Every key must end with
+// does (start the new, SIGTERM the old), and one (the watermark's leader,
+// if one of the three leads then) is stopped (SIGSTOP) for longer than its
+// membership and leader leases and resumed. Every key must end with
 // one row holding one version of each cell: one of the two rivals, never
 // both. The watermark, sampled from every process's /status and from the
 // state table, must never go backwards, never pass the event time of a
@@ -136,11 +137,20 @@ func TestReplicasWriteEachKeyOnce(t *testing.T) {
 		t.Fatalf("the replaced process exited %d after SIGTERM, want 0", code)
 	}
 
-	// A process paused past its lease, then resumed.
-	c.signal(syscall.SIGSTOP)
+	// A process paused past its lease, then resumed: the watermark's
+	// leader if one of them leads by now, so that it wakes up to a lease
+	// taken over.
+	paused, what := c, "a follower (no process led the watermark then)"
+	for _, p := range []*child{b2, c, d} {
+		if tr, _ := p.status()["tracker"].(map[string]any); tr["leading"] == true {
+			paused, what = p, "the watermark's leader"
+		}
+	}
+	t.Logf("pausing %s past its leases", what)
+	paused.signal(syscall.SIGSTOP)
 	publish(append(waves[2].later(), waves[3].together()...))
 	time.Sleep(members.DefaultLease + 5*time.Second)
-	c.signal(syscall.SIGCONT)
+	paused.signal(syscall.SIGCONT)
 	publish(waves[3].later())
 
 	e.waitRows(e.table, 4*perWave, 3*time.Minute)
