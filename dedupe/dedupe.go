@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -123,15 +124,17 @@ func (alone) Joined(context.Context) error { return nil }
 // filters in front of the durable catalog. Its methods are safe for
 // concurrent use.
 type Keys struct {
-	cfg    Config
-	log    *zap.Logger
-	now    func() time.Time
-	store  store
-	cat    catalog
-	reads  *batch.Batcher[lookup]
-	writes *batch.Batcher[record]
-	claims *batch.Batcher[claimWrite]
-	holds  sync.Pool // of *hold
+	cfg Config
+	log *zap.Logger
+	now func() time.Time
+	// ringStats are the filters' figures of the last refresh.
+	ringStats atomic.Pointer[ringStats]
+	store     store
+	cat       catalog
+	reads     *batch.Batcher[lookup]
+	writes    *batch.Batcher[record]
+	claims    *batch.Batcher[claimWrite]
+	holds     sync.Pool // of *hold
 
 	// unclaims are the releases of claim cells under way, which Close
 	// waits for.
@@ -596,12 +599,16 @@ func (d *Keys) Run(ctx context.Context) error {
 // for a new membership epoch.
 const epochCheck = time.Second
 
-// refresh rotates the ring to the current time and updates the gauges.
+// refresh rotates the ring to the current time, counts the filters' bits
+// (about a millisecond per 10 MB of filters, under the lock Claims take:
+// once per statsInterval, never per request) and updates the gauges and
+// the figures Stats serves.
 func (d *Keys) refresh() {
 	d.mu.Lock()
 	d.ring.advance(d.now().UnixNano())
 	st := d.ring.stats()
 	d.mu.Unlock()
+	d.ringStats.Store(&st)
 	d.cfg.Metrics.FilterFill.Set(st.fill)
 	d.cfg.Metrics.FilterFPRate.Set(st.fpRate)
 }
@@ -658,12 +665,16 @@ type Stats struct {
 	Upgrades          int64 `json:"fast_path_upgrades"`
 }
 
-// Stats returns the state of the filters. It counts their set bits, about
-// a millisecond per 10 MB of filters, holding the lock that Claims take.
+// Stats returns the state of the filters as of the last refresh (Run's,
+// every statsInterval: /status must not count bits under the lock that
+// Claims take at every request), and the counters as of now.
 func (d *Keys) Stats() Stats {
+	st := d.ringStats.Load()
+	if st == nil {
+		d.refresh() // before Run's first refresh
+		st = d.ringStats.Load()
+	}
 	d.mu.Lock()
-	d.ring.advance(d.now().UnixNano())
-	st := d.ring.stats()
 	s := Stats{
 		Rebuilt:                    d.rebuilt,
 		RebuildSeconds:             d.rebuild.took.Seconds(),

@@ -516,7 +516,26 @@ func TestStatsAndGaugesReportTheFilters(t *testing.T) {
 		t.Errorf("gauges %v %v, stats %v %v", metrics.Value(m.FilterFill), metrics.Value(m.FilterFPRate), st.FillRatio, st.EstimatedFalsePositiveRate)
 	}
 	clk.Advance(11 * time.Minute)
+	d.refresh()
 	if st := d.Stats(); st.Keys != 0 || st.Slices != 11 {
 		t.Errorf("after the window: %+v", st)
+	}
+}
+
+// TestStatsServeTheFiguresOfTheLastRefresh: /status reads Stats at every
+// request; counting the filters' bits is left to the periodic refresh, so
+// that a request never holds the lock Claims take for that long.
+func TestStatsServeTheFiguresOfTheLastRefresh(t *testing.T) {
+	clk := newClock()
+	d := newTest(t, newMemStore(), clk, Config{Metrics: metrics.New().Pipeline("orders")}, true)
+	commitRange(t, d, 0, 500)
+	d.refresh()
+	commitRange(t, d, 500, 600)
+	if st := d.Stats(); st.Keys != 500 {
+		t.Fatalf("Stats counted %d keys between refreshes, want the refresh's 500", st.Keys)
+	}
+	d.refresh()
+	if st := d.Stats(); st.Keys != 600 {
+		t.Fatalf("after a refresh %d keys, want 600", st.Keys)
 	}
 }
