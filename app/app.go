@@ -43,6 +43,10 @@ type Options struct {
 	// returns may ignore the profile (the emulators accept every request
 	// through any profile). The App closes the clients either way.
 	Bigtable func(ctx context.Context, instance string) (*bigtable.Client, error)
+	// BigtableAdmin opens an admin client of an instance, for the start-up
+	// check of the catalog's GC rule; nil: one is created for cfg.Project,
+	// unless Bigtable is given (then the check is skipped).
+	BigtableAdmin Admin
 	// Stdout receives the rows of stdout sinks; nil means os.Stdout.
 	Stdout io.Writer
 	// WrapSink, if set, wraps every pipeline's sink (fault injection in
@@ -92,6 +96,9 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 		a.ownPubSub = true
 	}
 	if err := a.checkStateTable(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.checkCatalogGC(ctx); err != nil {
 		return nil, err
 	}
 	memLimit := opts.MemoryLimit

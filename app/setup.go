@@ -160,6 +160,9 @@ func (s *setup) table(ctx context.Context, instance, table string, families []st
 	}
 	for _, f := range families {
 		if slices.Contains(info.Families, f.Name) {
+			if err := s.widen(ctx, ac, table, info, f); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := ac.CreateColumnFamily(ctx, table, f.Name); err != nil && status.Code(err) != codes.AlreadyExists {
@@ -171,6 +174,32 @@ func (s *setup) table(ctx context.Context, instance, table string, families []st
 			}
 		}
 		s.say("created column family %s:%s", table, f.Name)
+	}
+	return nil
+}
+
+// widen lengthens the max-age rule of an existing family to f's when f's
+// is longer: a dedupe window lengthened after setup ran must not be cut
+// short by the catalog's garbage collection. A shorter rule wanted is left
+// alone (the records it would drop early are still read as within their
+// window until they expire), and so is a rule that is not a max age.
+func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table string, info *bigtable.TableInfo, f state.Family) error {
+	want, ok := state.MaxAge(f.GC)
+	if !ok {
+		return nil
+	}
+	for _, fi := range info.FamilyInfos {
+		if fi.Name != f.Name {
+			continue
+		}
+		have, ok := state.MaxAge(fi.FullGCPolicy)
+		if !ok || have >= want {
+			return nil
+		}
+		if err := ac.SetGCPolicy(ctx, table, f.Name, f.GC); err != nil {
+			return fmt.Errorf("widen the GC rule of %s:%s: %w", table, f.Name, err)
+		}
+		s.say("widened the GC rule of %s:%s from %s to %s", table, f.Name, fi.FullGCPolicy, f.GC)
 	}
 	return nil
 }

@@ -129,3 +129,36 @@ func TestSetupNeedsATopicToCreateASubscription(t *testing.T) {
 		t.Fatalf("setup = %v; want the missing source.topic named", err)
 	}
 }
+
+// TestSetupWidensTheCatalogGCRule: lengthening dedupe.window after setup
+// ran must not leave the catalog's max-age rule shorter than the window.
+func TestSetupWidensTheCatalogGCRule(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	ac := stateAdmin(t, f)
+	for _, window := range []string{"15m", "2h", "30m"} {
+		cfg, err := config.Parse([]byte(strings.Replace(setupYAML, "window: 15m", "window: "+window, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
+			t.Fatalf("setup with window %s: %v\n%s", window, err, out.String())
+		}
+	}
+	info, err := ac.TableInfo(ctx, "pubsink_state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range info.FamilyInfos {
+		if fi.Name != state.FamilyDedupe {
+			continue
+		}
+		// Widened to 2h by the second run; not narrowed by the third.
+		if got, ok := state.MaxAge(fi.FullGCPolicy); !ok || got != state.CatalogMaxAge(2*time.Hour) {
+			t.Fatalf("catalog GC rule %v, want max age %v", fi.FullGCPolicy, state.CatalogMaxAge(2*time.Hour))
+		}
+		return
+	}
+	t.Fatalf("no catalog family in %+v", info.FamilyInfos)
+}

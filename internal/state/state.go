@@ -29,6 +29,17 @@ const FamilyDeadLetter = "f"
 // against a window lengthened in the config after setup ran.
 const dedupeGCMargin = time.Hour
 
+// CatalogMaxAge is the max-age rule that Families gives the dedupe
+// catalog for a longest dedupe window of maxWindow.
+func CatalogMaxAge(maxWindow time.Duration) time.Duration { return maxWindow + dedupeGCMargin }
+
+// MaxAge returns the age of a max-age rule, false for any other rule (none,
+// versions, a union or intersection): a rule pubsink did not set.
+func MaxAge(gc bigtable.GCPolicy) (time.Duration, bool) {
+	ma, ok := gc.(bigtable.MaxAgeGCPolicy)
+	return time.Duration(ma), ok
+}
+
 // Family is a column family and its garbage-collection rule.
 type Family struct {
 	Name string
@@ -39,7 +50,7 @@ type Family struct {
 // window of maxWindow.
 func Families(maxWindow time.Duration) []Family {
 	return []Family{
-		{FamilyDedupe, bigtable.MaxAgePolicy(maxWindow + dedupeGCMargin)},
+		{FamilyDedupe, bigtable.MaxAgePolicy(CatalogMaxAge(maxWindow))},
 		{FamilyMeta, bigtable.MaxVersionsPolicy(1)},
 		{FamilySnapshot, bigtable.MaxVersionsPolicy(1)},
 	}
