@@ -37,10 +37,11 @@
 //   - Rendering does not allocate on success (beyond growing dst), and reads
 //     the payload without unmarshalling it. A {data.…} placeholder validates
 //     the whole payload in one pass per placeholder; it accepts exactly what
-//     encoding/json accepts and reads the same value json.Unmarshal into an
-//     `any` would: the last of repeated keys wins, invalid UTF-8 and lone
-//     surrogates in strings become U+FFFD. FuzzRender checks this against
-//     encoding/json.
+//     encoding/json accepts, nested at most 128 levels deep (encoding/json
+//     allows 10,000, which would take a handler 2 MiB of stack), and reads
+//     the same value json.Unmarshal into an `any` would: the last of
+//     repeated keys wins, invalid UTF-8 and lone surrogates in strings
+//     become U+FFFD. FuzzRender checks this against encoding/json.
 //   - The same Input always renders the same bytes, which is what makes
 //     rewriting a redelivered message idempotent.
 //   - A Template is immutable and safe for concurrent use.
@@ -57,9 +58,10 @@
 //   - ErrMissingField (missing_field): an attribute is not set (an empty one
 //     is fine), a JSON member is absent or null, an array index is out of
 //     range.
-//   - ErrInvalidPayload (invalid_payload): the payload is not valid JSON, or
-//     the path runs into a value that is not an object or array (including
-//     a payload that is a bare scalar).
+//   - ErrInvalidPayload (invalid_payload): the payload is not valid JSON or
+//     nests objects and arrays more than 128 levels deep, or the path runs
+//     into a value that is not an object or array (including a payload that
+//     is a bare scalar).
 //   - ErrBadTime (bad_event_time): a time placeholder got a time outside
 //     1970-01-01T00:00:00Z..9999-12-31T23:59:59.999Z, where its fixed-width
 //     form would break (a zero time.Time is one).

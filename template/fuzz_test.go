@@ -13,7 +13,8 @@ import (
 // FuzzRender renders an arbitrary template, and {data.PATH}, over an
 // arbitrary payload. It checks that rendering never panics, that a failure
 // leaves dst exactly as given, and that every {data.…} placeholder reads what
-// encoding/json reads from the same payload. Seeds: testdata/fuzz/FuzzRender.
+// encoding/json reads from the same payload, but for a payload nested deeper
+// than maxDepth, which is invalid. Seeds: testdata/fuzz/FuzzRender.
 // Run: go test -fuzz=FuzzRender ./template
 func FuzzRender(f *testing.F) {
 	f.Add("{attributes.customer_id}#{event_time:reverse}", "amount", []byte(`{"amount": 12.5}`))
@@ -120,7 +121,7 @@ func checkField(t *testing.T, p *part, data, got []byte, err error) {
 
 // referenceField is the contract of {data.…} written with encoding/json.
 func referenceField(data []byte, path []segment) (any, error) {
-	if !json.Valid(data) {
+	if !json.Valid(data) || nestingDepth(data) > maxDepth {
 		return nil, ErrInvalidPayload
 	}
 	cur, err := decodeJSON(data)
@@ -156,6 +157,26 @@ func referenceField(data []byte, path []segment) (any, error) {
 		return nil, ErrMissingField
 	}
 	return cur, nil
+}
+
+// nestingDepth is how deeply objects and arrays nest in valid JSON data,
+// counted from encoding/json's tokens.
+func nestingDepth(data []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
 }
 
 func decodeJSON(data []byte) (any, error) {

@@ -7,15 +7,20 @@ import (
 
 // This file reads one field of a JSON payload without unmarshalling it: a
 // single pass validates the whole document, exactly as strictly as
-// encoding/json does, and remembers where the field's value starts and ends.
-// It allocates nothing on success. Its reading agrees with
-// json.Unmarshal into an `any`: a repeated key takes its last value, string
-// escapes and invalid UTF-8 decode the same way, and nesting deeper than
-// encoding/json's limit is invalid.
+// encoding/json does but for nesting, which may not be deeper than
+// maxDepth, and remembers where the field's value starts and ends. It
+// allocates nothing on success. Its reading agrees with json.Unmarshal into
+// an `any`: a repeated key takes its last value, string escapes and invalid
+// UTF-8 decode the same way.
 
-// maxDepth is encoding/json's nesting limit (maxNestingDepth); a deeper
-// document is invalid there, so it is invalid here too.
-const maxDepth = 10000
+// maxDepth is how deeply objects and arrays may nest. The scan recurses,
+// about a hundred bytes of stack a level, in the handler of every message
+// in flight: at encoding/json's 10,000 levels a 20 KB payload grew a
+// handler's stack to 2 MiB, and a flow-control window of 1,000 to 2 GiB.
+// At 128 a handler's stack stays at 16 KiB (depth_test.go measures it).
+// Event payloads nest a few levels, and 128 is the limit of other decoders
+// too (Rust's serde_json), so no payload written on purpose should meet it.
+const maxDepth = 128
 
 // Outcomes of a field lookup.
 const (
@@ -45,30 +50,40 @@ type finder struct {
 // error wrapping ErrInvalidPayload or ErrMissingField.
 func (p *part) appendField(dst []byte, data []byte) ([]byte, error) {
 	f := finder{data: data, path: p.path}
-	if !f.document() {
-		return dst, fmt.Errorf("%s: %w: not valid JSON (at byte %d)", p.placeholder, ErrInvalidPayload, f.pos)
+	valid := f.document()
+	if !valid || f.outcome != lookupFound {
+		return dst, p.fieldError(&f, valid)
 	}
-	switch f.outcome {
-	case lookupFound:
-		v := data[f.start:f.end]
-		switch v[0] {
-		case '"':
-			return appendUnquoted(dst, v[1:len(v)-1]), nil
-		case '{', '[':
-			return appendCompact(dst, v), nil
-		default: // number, true, false: their JSON text
-			return append(dst, v...), nil
-		}
-	case lookupNull:
-		return dst, fmt.Errorf("%s: %w: %s is null", p.placeholder, ErrMissingField, p.pathText(f.at))
-	case lookupNotIndex:
-		if f.at == 0 {
-			return dst, fmt.Errorf("%s: %w: payload is not a JSON object or array", p.placeholder, ErrInvalidPayload)
-		}
-		return dst, fmt.Errorf("%s: %w: %s cannot be indexed by %q", p.placeholder, ErrInvalidPayload, p.pathText(f.at), p.path[f.at].key)
-	default:
-		return dst, fmt.Errorf("%s: %w: no such field", p.placeholder, ErrMissingField)
+	v := data[f.start:f.end]
+	switch v[0] {
+	case '"':
+		return appendUnquoted(dst, v[1:len(v)-1]), nil
+	case '{', '[':
+		return appendCompact(dst, v), nil
+	default: // number, true, false: their JSON text
+		return append(dst, v...), nil
 	}
+}
+
+// fieldError is why f found no field; valid is what f.document returned.
+// It is a function of its own, never inlined, so that the frame its
+// formatting needs is not below the scan's recursion on every stack.
+//
+//go:noinline
+func (p *part) fieldError(f *finder, valid bool) error {
+	switch {
+	case !valid && f.tooDeep():
+		return fmt.Errorf("%s: %w: nested deeper than %d levels (at byte %d)", p.placeholder, ErrInvalidPayload, maxDepth, f.pos)
+	case !valid:
+		return fmt.Errorf("%s: %w: not valid JSON (at byte %d)", p.placeholder, ErrInvalidPayload, f.pos)
+	case f.outcome == lookupNull:
+		return fmt.Errorf("%s: %w: %s is null", p.placeholder, ErrMissingField, p.pathText(f.at))
+	case f.outcome == lookupNotIndex && f.at == 0:
+		return fmt.Errorf("%s: %w: payload is not a JSON object or array", p.placeholder, ErrInvalidPayload)
+	case f.outcome == lookupNotIndex:
+		return fmt.Errorf("%s: %w: %s cannot be indexed by %q", p.placeholder, ErrInvalidPayload, p.pathText(f.at), p.path[f.at].key)
+	}
+	return fmt.Errorf("%s: %w: no such field", p.placeholder, ErrMissingField)
 }
 
 // pathText is the path up to level, for error messages: "data.a.b".
@@ -135,11 +150,21 @@ func (f *finder) value(level int, match bool) bool {
 	return true
 }
 
+// enter counts one more level of nesting, and fails past maxDepth.
+func (f *finder) enter() bool {
+	f.depth++
+	return f.depth <= maxDepth
+}
+
+// tooDeep reports whether a failed scan failed for its depth: a failing
+// scan returns at once, leaving depth as it was where it failed.
+func (f *finder) tooDeep() bool { return f.depth > maxDepth }
+
 func (f *finder) object(level int, match bool) bool {
-	f.pos++ // {
-	if f.depth++; f.depth > maxDepth {
-		return false
+	if !f.enter() {
+		return false // f.pos at the { too many
 	}
+	f.pos++ // {
 	f.skipSpace()
 	if f.pos < len(f.data) && f.data[f.pos] == '}' {
 		f.pos++
@@ -187,10 +212,10 @@ func (f *finder) object(level int, match bool) bool {
 }
 
 func (f *finder) array(level int, match bool) bool {
-	f.pos++ // [
-	if f.depth++; f.depth > maxDepth {
-		return false
+	if !f.enter() {
+		return false // f.pos at the [ too many
 	}
+	f.pos++ // [
 	want := -1
 	if match {
 		want = f.path[level].index

@@ -17,8 +17,9 @@ var (
 	// missing_field.
 	ErrMissingField = errors.New("missing field")
 	// ErrInvalidPayload: a {data.…} placeholder met a payload that is not
-	// valid JSON, or a path that runs into a value that is neither an object
-	// nor an array. Dead-letter reason invalid_payload.
+	// valid JSON or nests deeper than 128 levels, or a path that runs into a
+	// value that is neither an object nor an array. Dead-letter reason
+	// invalid_payload.
 	ErrInvalidPayload = errors.New("invalid payload")
 	// ErrBadTime: a time placeholder got a time it cannot render in its
 	// fixed-width form (zero, before 1970 or after year 9999). Dead-letter
