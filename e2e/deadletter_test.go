@@ -142,8 +142,11 @@ func TestEveryReasonIsDeadLetteredWithItsAttributes(t *testing.T) {
 		{deadletter.BadEventTime, `{"n":4,"payload":"` + poison + `"}`, map[string]string{"id": "bad-4", "ts": "yesterday"}},
 		// A row key over Bigtable's 4 KiB, found before any write.
 		{deadletter.TooLarge, `{"n":5,"payload":"` + poison + `"}`, map[string]string{"id": strings.Repeat("k", 5000), "ts": ts(5)}},
-		// Bigtable takes no cell timestamp before 1970: the sink refuses it.
-		{deadletter.SinkRejected, `{"n":6,"payload":"` + poison + `"}`, map[string]string{"id": "bad-6", "ts": "-1000000"}},
+		// Bigtable takes no cell timestamp before 1970: an event time
+		// before it is refused at decode. (sink_rejected, Bigtable's own
+		// refusal of an entry, has no input left that pubsink does not
+		// catch first; sinks/bigtable's tests provoke it.)
+		{deadletter.BadEventTime, `{"n":6,"payload":"` + poison + `"}`, map[string]string{"id": "bad-6", "ts": "-1000000"}},
 	}
 	type sent struct {
 		reason deadletter.Reason
@@ -213,7 +216,7 @@ func TestEveryReasonIsDeadLetteredWithItsAttributes(t *testing.T) {
 		return st["committed"].(float64) >= good && st["in_flight"].(float64) == 0
 	}, 30*time.Second)
 	st := c.status()["dead_lettered"].(map[string]any)
-	wantCounts := map[deadletter.Reason]float64{deadletter.InvalidPayload: 1, deadletter.MissingField: 2, deadletter.BadEventTime: 1, deadletter.TooLarge: 1, deadletter.SinkRejected: 1, deadletter.Late: 0}
+	wantCounts := map[deadletter.Reason]float64{deadletter.InvalidPayload: 1, deadletter.MissingField: 2, deadletter.BadEventTime: 2, deadletter.TooLarge: 1, deadletter.SinkRejected: 0, deadletter.Late: 0}
 	text := c.metricsText()
 	for r, n := range wantCounts {
 		if st[string(r)] != n {

@@ -16,9 +16,9 @@ var ErrBadEventTime = errors.New("bad event time")
 
 // EventTime reads the event time of a message: from the attribute named by
 // source.timestamp_attribute in source.timestamp_format, or the publish time
-// when no attribute is configured. A configured attribute that is missing or
-// unparsable is an error wrapping ErrBadEventTime: silently falling back to
-// the publish time would put the row at the wrong time.
+// when no attribute is configured. A configured attribute that is missing,
+// unparsable or before 1970 is an error wrapping ErrBadEventTime: silently
+// falling back to the publish time would put the row at the wrong time.
 type EventTime struct {
 	attribute string
 	parse     func(string) (time.Time, error)
@@ -45,11 +45,23 @@ func (e *EventTime) Of(attributes map[string]string, publishTime time.Time) (tim
 		return time.Time{}, fmt.Errorf("%w: attribute %q is missing", ErrBadEventTime, e.attribute)
 	}
 	t, err := e.parse(v)
+	if err == nil && t.Before(epoch) {
+		err = errBeforeEpoch
+	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%w: attribute %q: %w", ErrBadEventTime, e.attribute, err)
 	}
 	return t, nil
 }
+
+// epoch is the earliest event time: a Bigtable cell timestamp cannot be
+// negative, and {event_time} renders 1970..9999 only. Refusing an earlier
+// time here makes it bad_event_time at decode, in every format, rather than
+// a row the sink rejects later (sink_rejected), or a late message when the
+// watermark happens to be known.
+var epoch = time.Unix(0, 0)
+
+var errBeforeEpoch = errors.New("before 1970-01-01T00:00:00Z")
 
 var parsers = map[string]func(string) (time.Time, error){
 	"":                      parseAuto,
@@ -87,8 +99,9 @@ func parseRFC3339(s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// maxUnix bounds what a unit-scaled integer may be so that the result fits
-// in time.Time's nanosecond arithmetic (years 1678..2262).
+// maxUnixNanos bounds what a unit-scaled integer may be so that the result
+// fits in time.Time's nanosecond arithmetic (years 1678..2262; Of refuses
+// the years before 1970).
 const maxUnixNanos = 1<<63 - 1
 
 func parseUnix(s string, unit time.Duration) (time.Time, error) {

@@ -24,8 +24,9 @@ const maxErrorText = 160
 // FuzzEventTime reads an arbitrary ts attribute in every format. It checks
 // that reading never panics; that a failure wraps ErrBadEventTime, returns
 // the zero time and has a short error that does not repeat the value; that
-// a success is in UTC and reads back the same from its canonical form (the
-// integer count of the format's unit, or RFC 3339); that auto agrees with
+// a success is in UTC, not before 1970, and reads back the same from its
+// canonical form (the integer count of the format's unit, or RFC 3339);
+// that auto agrees with
 // unix_ms on integers and with rfc3339 otherwise. Seeds:
 // testdata/fuzz/FuzzEventTime. Run: go test -fuzz=FuzzEventTime ./watermark
 func FuzzEventTime(f *testing.F) {
@@ -35,6 +36,7 @@ func FuzzEventTime(f *testing.F) {
 	f.Add(uint8(2), "-62135596800")
 	f.Add(uint8(5), "9223372036854775807")
 	f.Add(uint8(0), "-1000")
+	f.Add(uint8(1), "1969-12-31T23:00:00-01:00")
 	f.Fuzz(func(t *testing.T, which uint8, value string) {
 		format := fuzzFormats[int(which)%len(fuzzFormats)]
 		e, err := NewEventTime("ts", format)
@@ -55,9 +57,12 @@ func FuzzEventTime(f *testing.F) {
 		if got.Location() != time.UTC {
 			t.Fatalf("%s %q = %v, not in UTC", format, value, got)
 		}
+		if got.Before(time.Unix(0, 0)) {
+			t.Fatalf("%s %q = %v, before 1970", format, value, got)
+		}
 		// RFC 3339 has four-digit years; an offset can carry a time just
-		// outside them, which has no canonical form to read back.
-		inRange := got.Year() >= 0 && got.Year() <= 9999
+		// past them, which has no canonical form to read back.
+		inRange := got.Year() <= 9999
 		again, err := e.Of(map[string]string{"ts": canonical(format, value, got)}, publish)
 		if inRange && (err != nil || !again.Equal(got)) {
 			t.Fatalf("%s %q = %v; its canonical form %q reads %v, %v", format, value, got, canonical(format, value, got), again, err)

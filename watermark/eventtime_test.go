@@ -9,6 +9,7 @@ import (
 func TestEventTimeFormats(t *testing.T) {
 	want := time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)
 	publish := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	epoch := time.Unix(0, 0).UTC()
 	cases := []struct {
 		name, format, value string
 		want                time.Time
@@ -27,6 +28,18 @@ func TestEventTimeFormats(t *testing.T) {
 		{"unix_ns", "unix_ns", "1772600767890000000", want, false},
 		{"unix_s out of range", "unix_s", "99999999999999999", time.Time{}, true},
 		{"unix_ms rejects RFC 3339", "unix_ms", "2026-03-04T05:06:07Z", time.Time{}, true},
+		{"unix_ms reads the epoch", "unix_ms", "0", epoch, false},
+		{"unix_ms reads minus zero as the epoch", "unix_ms", "-0", epoch, false},
+		{"rfc3339 reads the epoch written with an offset", "rfc3339", "1969-12-31T23:00:00-01:00", epoch, false},
+		{"auto rejects milliseconds before 1970", "auto", "-1000", time.Time{}, true},
+		{"auto rejects RFC 3339 before 1970", "auto", "1969-07-20T20:17:40Z", time.Time{}, true},
+		{"rfc3339 rejects a nanosecond before 1970", "rfc3339", "1969-12-31T23:59:59.999999999Z", time.Time{}, true},
+		{"rfc3339 rejects an offset that puts the time before 1970", "rfc3339", "1970-01-01T00:30:00+01:00", time.Time{}, true},
+		{"rfc3339 rejects year 1", "rfc3339", "0001-01-01T00:00:00Z", time.Time{}, true},
+		{"unix_s rejects a second before 1970", "unix_s", "-1", time.Time{}, true},
+		{"unix_us rejects a microsecond before 1970", "unix_us", "-1", time.Time{}, true},
+		{"unix_ns rejects a nanosecond before 1970", "unix_ns", "-1", time.Time{}, true},
+		{"unix_ns rejects its minimum", "unix_ns", "-9223372036854775808", time.Time{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,6 +58,14 @@ func TestEventTimeFormats(t *testing.T) {
 				t.Fatalf("Of(%q) = %v, %v; want %v", c.value, got, err, c.want)
 			}
 		})
+	}
+}
+
+func TestEventTimeBefore1970SaysSo(t *testing.T) {
+	e, _ := NewEventTime("ts", "unix_ms")
+	_, err := e.Of(map[string]string{"ts": "-1000"}, time.Now())
+	if want := `bad event time: attribute "ts": before 1970-01-01T00:00:00Z`; err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
 
