@@ -29,12 +29,14 @@
 // retry a message):
 //
 //	where          what                                          outcome
-//	decode         timestamp attribute missing or unparsable     bad_event_time
+//	decode         timestamp attribute missing, unparsable or    bad_event_time
+//	               before 1970
 //	decode         id_attribute missing or empty                 missing_field
 //	decode         template: attribute or JSON field missing,    missing_field
 //	               JSON null, row key renders empty
 //	decode         template: {data.…} of a payload not JSON      invalid_payload
-//	               (or not an object/array where one is indexed)
+//	               or nested deeper than 128 levels (or not an
+//	               object/array where one is indexed)
 //	decode         template: time placeholder out of range       bad_event_time
 //	decode         row key, a cell or the row over sinks.Limits  too_large (before any write)
 //	late check     event time < watermark - allowed_lateness     late (late_data: dead_letter);
