@@ -155,7 +155,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		if err != nil {
 			return nil, err
 		}
-		s := btsink.New(bt, a.log.With(zap.String("pipeline", pc.Name)), pc.Sink, m.SinkWrite)
+		s := btsink.New(bt, a.log.With(zap.String("pipeline", pc.Name)), pc.Sink, &btsink.Metrics{WriteSeconds: m.SinkWrite, WriteErrors: m.SinkWriteErrors})
 		if err := s.Check(ctx); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ type Metrics struct {
 	inFlight      *prometheus.GaugeVec
 	watermark     *prometheus.GaugeVec
 	sinkWrite     *prometheus.HistogramVec
+	sinkErrors    *prometheus.CounterVec
 	commitLatency *prometheus.HistogramVec
 	lookups       *prometheus.CounterVec
 	filterFill    *prometheus.GaugeVec
@@ -59,6 +60,7 @@ func New() *Metrics {
 		late:          counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
 		dropped:       counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
 		retried:       counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
+		sinkErrors:    counter("pubsink_sink_write_errors_total", "Rows a sink write did not write, by the gRPC code of the last failure (a failed call counts each of its rows).", "pipeline", "code"),
 		lookups:       counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
 		conflicts:     counter("pubsink_dedupe_claim_conflicts_total", "Times a dedupe claim found its key claimed by another delivery, not yet committed, and waited.", pl...),
 		conditional:   counter("pubsink_dedupe_conditional_claims_total", "Dedupe claims made with a conditional mutation, because another process may run the pipeline.", pl...),
@@ -107,6 +109,7 @@ type Pipeline struct {
 	Takeovers       prometheus.Counter
 
 	deadLettered *prometheus.CounterVec
+	sinkErrors   *prometheus.CounterVec
 }
 
 // Pipeline returns the metrics of the pipeline called name.
@@ -134,12 +137,19 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		WatermarkLeader: m.wmLeader.WithLabelValues(name),
 		Takeovers:       m.takeovers.WithLabelValues(name),
 		deadLettered:    m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		sinkErrors:      m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
 
 // DeadLettered is the counter of dead-lettered messages for one reason.
 func (p *Pipeline) DeadLettered(reason string) prometheus.Counter {
 	return p.deadLettered.WithLabelValues(reason)
+}
+
+// SinkWriteErrors is the counter of rows the sink did not write, for one
+// gRPC code (its name, as codes.Code.String gives it).
+func (p *Pipeline) SinkWriteErrors(code string) prometheus.Counter {
+	return p.sinkErrors.WithLabelValues(code)
 }
 
 // Value reads the current value of a counter or gauge, so that /status and

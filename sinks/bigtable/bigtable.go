@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	cbt "cloud.google.com/go/bigtable"
@@ -54,27 +53,39 @@ var Limits = sinks.Limits{MaxKeyBytes: MaxKeyBytes, MaxCellBytes: MaxCellBytes, 
 // milliseconds) and well within the ack-deadline extension of the source.
 const applyTimeout = 30 * time.Second
 
-// checkKey is the row read by Check. Reading a row that exists is harmless
-// (one cell, its value stripped), but this one almost certainly does not.
+// checkKey is the row read by Check, and the row of the schema probe (see
+// probeSchema). Reading a row that exists is harmless (one cell, its value
+// stripped), but this one almost certainly does not; the probe touches only
+// its own cell in it.
 const checkKey = "\x00pubsink-check\x00"
 
 // Sink writes rows to one Bigtable table with ApplyBulk. See the package
 // documentation for its guarantees.
 type Sink struct {
-	table        *cbt.Table
-	tableName    string
-	instance     string
-	family       string
-	log          *zap.Logger
-	writeSeconds prometheus.Observer
-	batcher      *batch.Batcher[entry]
-	timeout      time.Duration // applyTimeout; shorter in tests
+	table     *cbt.Table
+	tableName string
+	instance  string
+	family    string
+	log       *zap.Logger
+	metrics   Metrics
+	batcher   *batch.Batcher[entry]
+	timeout   time.Duration // applyTimeout; shorter in tests
 
-	// proven is set once any entry has been written. Until then, an entry
-	// refused with a "permanent" code may be refused because of our own
-	// configuration (a column family that was never created) rather than
-	// because of the row, and is not rejected: see classifyEntries.
-	proven atomic.Bool
+	// fault is the table or family found missing, while it lasts: see
+	// schema.go.
+	fault schemaFault
+}
+
+// Metrics are the instruments a Sink records to. A nil field records
+// nothing.
+type Metrics struct {
+	// WriteSeconds observes the duration of each ApplyBulk call.
+	WriteSeconds prometheus.Observer
+	// WriteErrors returns the counter of rows whose write failed with the
+	// gRPC code named code: a failed call counts once for each of its rows,
+	// a row refused in a batch and then alone counts once, for its last
+	// error; rows rejected before any I/O do not count.
+	WriteErrors func(code string) prometheus.Counter
 }
 
 // entry is one row ready for ApplyBulk.
@@ -86,17 +97,18 @@ type entry struct {
 // New returns a sink writing to table cfg.Table, column family
 // cfg.ColumnFamily, through client, batching by cfg.Batch. It does no I/O:
 // call Check to verify the table. The client stays the caller's: Close does
-// not close it. writeSeconds, if not nil, observes the duration of each
-// ApplyBulk call.
-func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, writeSeconds prometheus.Observer) *Sink {
+// not close it. m, if not nil, receives the sink's metrics.
+func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, m *Metrics) *Sink {
 	s := &Sink{
-		table:        client.Open(cfg.Table),
-		tableName:    cfg.Table,
-		instance:     cfg.Instance,
-		family:       cfg.ColumnFamily,
-		log:          log.Named("bigtable").With(zap.String("table", cfg.Table)),
-		writeSeconds: writeSeconds,
-		timeout:      applyTimeout,
+		table:     client.Open(cfg.Table),
+		tableName: cfg.Table,
+		instance:  cfg.Instance,
+		family:    cfg.ColumnFamily,
+		log:       log.Named("bigtable").With(zap.String("table", cfg.Table)),
+		timeout:   applyTimeout,
+	}
+	if m != nil {
+		s.metrics = *m
 	}
 	s.batcher = batch.New(batch.Config{
 		MaxItems: cfg.Batch.MaxMessages,
@@ -141,10 +153,24 @@ func (s *Sink) Close(ctx context.Context) error {
 }
 
 // Check verifies that Bigtable is reachable and the table exists, with a
-// single-row read of a key that is almost certainly absent. It does not
-// verify the column family (the data API cannot tell): a missing family
-// shows as writes that fail and are not rejected (see the package docs).
+// single-row read of a key that is almost certainly absent. While a write
+// has found the table or the column family unusable, it also applies the
+// schema probe (which leaves no cell): it fails, naming the family, until
+// the probe succeeds. It does not verify the family otherwise: a read cannot
+// tell, and a probe on every readiness check would be a mutation every few
+// seconds in the user's table (and its change stream).
 func (s *Sink) Check(ctx context.Context) error {
+	if err := s.checkTable(ctx); err != nil {
+		return err
+	}
+	if s.schemaErr() == nil {
+		return nil
+	}
+	return s.probeSchema(ctx)
+}
+
+// checkTable is the read of Check.
+func (s *Sink) checkTable(ctx context.Context) error {
 	_, err := s.table.ReadRow(ctx, checkKey, cbt.RowFilter(cbt.ChainFilters(cbt.CellsPerRowLimitFilter(1), cbt.StripValueFilter())))
 	switch {
 	case err == nil:
@@ -206,7 +232,7 @@ func newEntry(row *sinks.Row, family string) (entry, error) {
 }
 
 // flush is the batcher's FlushFunc: one ApplyBulk for the batch, then the
-// per-entry results classified.
+// per-entry results classified, and the rows not written counted.
 func (s *Sink) flush(ctx context.Context, es []entry) []error {
 	keys := make([]string, len(es))
 	muts := make([]*cbt.Mutation, len(es))
@@ -214,80 +240,136 @@ func (s *Sink) flush(ctx context.Context, es []entry) []error {
 		keys[i], muts[i] = e.key, e.mut
 	}
 	errs, err := s.apply(ctx, keys, muts)
-	if err != nil {
-		// The whole call failed: nothing says it is any row's fault (a
-		// missing table, an outage, our timeout). Every row gets it, and
-		// is retried by the pipeline; rows that did land are rewritten
-		// harmlessly.
-		s.log.Warn("ApplyBulk failed", zap.Int("rows", len(es)), zap.Error(err))
-		err = fmt.Errorf("bigtable table %q: ApplyBulk of %d rows: %w", s.tableName, len(es), err)
-		out := make([]error, len(es))
-		for i := range out {
-			out[i] = err
-		}
-		return out
-	}
-	if errs == nil {
-		s.proven.Store(true)
+	var out []error
+	switch {
+	case err != nil:
+		out = s.callFailed(len(es), err)
+	case errs == nil:
+		s.schemaUsable()
 		return nil
+	default:
+		out = s.classifyEntries(ctx, es, errs)
 	}
-	return s.classifyEntries(ctx, es, errs)
+	s.countErrors(out)
+	return out
+}
+
+// callFailed is the result of every row of a batch whose ApplyBulk failed as
+// a whole: nothing says it is any row's fault (a missing table, an outage,
+// our timeout). Every row gets the error, and is retried by the pipeline;
+// rows that did land are rewritten harmlessly. A permanent code for the
+// whole call is the table's (NotFound: it does not exist), recorded as a
+// fault like a missing family.
+func (s *Sink) callFailed(rows int, err error) []error {
+	if classify(err) == permanent {
+		s.schemaFailed(fmt.Errorf("bigtable table %q in instance %q is missing or cannot be written (pubsink setup creates it): %w",
+			s.tableName, s.instance, err))
+	} else {
+		s.log.Warn("ApplyBulk failed", zap.Int("rows", rows), zap.Error(err))
+	}
+	err = fmt.Errorf("bigtable table %q: ApplyBulk of %d rows: %w", s.tableName, rows, err)
+	out := make([]error, rows)
+	for i := range out {
+		out[i] = err
+	}
+	return out
 }
 
 // classifyEntries turns the per-entry errors of one ApplyBulk into the
 // writers' results. A transient error is returned (wrapped) for the pipeline
-// to retry. An entry refused with a permanent code is applied once more,
-// alone, and rejected only if it is refused again with a permanent code:
-// that proves it is the row's own fault, not a co-failure of the batch (the
-// MutateRows API allows one entry to fail with another entry's error, and
-// then reports the same error for both). One more condition: some write must have succeeded on this sink
-// (proven), in this batch or before. Otherwise a permanent code may come
-// from our configuration (a column family that does not exist refuses every
-// row with NotFound), and rejecting would dead-letter every message; such
-// errors are returned as transient, so the pipeline backs off and the
-// operator sees it, and the entry is not even retried alone.
+// to retry. An entry refused with a permanent code is rejected only on two
+// proofs:
+//
+//   - that the row is at fault, not its batch: it is applied once more,
+//     alone, and refused again with a permanent code (the MutateRows API
+//     allows one entry to fail with another entry's error, and then reports
+//     the same error for both);
+//   - that the table and family are not: the schema probe (schema.go)
+//     succeeds after the row was refused alone. A family dropped, or a table
+//     recreated without it, refuses every row with NotFound, however many
+//     writes succeeded before; rejecting then would dead-letter every
+//     message.
+//
+// When nothing in the batch was written and an entry failed with a code a
+// missing family may cause, the probe runs first too: if it fails, no row is
+// at fault, and none is retried alone.
 func (s *Sink) classifyEntries(ctx context.Context, es []entry, errs []error) []error {
-	for _, err := range errs {
-		if err == nil {
-			s.proven.Store(true)
-			break
-		}
-	}
 	out := make([]error, len(es))
+	written, suspect := false, false
 	for i, err := range errs {
 		if err == nil {
+			written = true
 			continue
 		}
-		if classify(err) == transient {
-			out[i] = fmt.Errorf("bigtable table %q: %w", s.tableName, err)
+		out[i] = fmt.Errorf("bigtable table %q: %w", s.tableName, err)
+		suspect = suspect || mayBeSchema(err)
+	}
+	switch {
+	case written:
+		s.schemaUsable()
+	case suspect:
+		if err := s.probeSchema(ctx); err != nil {
+			return notTheRows(out, err)
+		}
+	}
+	var refused []int
+	for i, err := range errs {
+		if err == nil || classify(err) == transient {
 			continue
 		}
-		if !s.proven.Load() {
-			s.log.Warn("Bigtable refused a row before any write succeeded; not rejecting it, check the column family",
-				zap.String("family", s.family), zap.Error(err))
-			out[i] = fmt.Errorf("bigtable table %q refused the row, and no write has succeeded yet to prove the table and family usable: %w", s.tableName, err)
-			continue
+		var again bool
+		if again, out[i] = s.retryAlone(ctx, es[i], err); again {
+			refused = append(refused, i)
 		}
-		out[i] = s.retryAlone(ctx, es[i], err)
+	}
+	if len(refused) == 0 {
+		return out
+	}
+	if err := s.probeSchema(ctx); err != nil {
+		return notTheRows(out, err)
+	}
+	for _, i := range refused {
+		out[i] = s.reject(es[i], out[i])
+	}
+	return out
+}
+
+// notTheRows marks the failures in out as caused by schemaErr, the table or
+// family unusable: they stay transient, with their own status, and say what
+// to fix.
+func notTheRows(out []error, schemaErr error) []error {
+	for i, err := range out {
+		if err != nil {
+			out[i] = fmt.Errorf("%w (not the row's fault: %v)", err, schemaErr)
+		}
 	}
 	return out
 }
 
 // retryAlone applies e in an ApplyBulk of its own after it failed with
-// first, a permanent code, in a batch.
-func (s *Sink) retryAlone(ctx context.Context, e entry, first error) error {
+// first, a permanent code, in a batch. It returns a nil error when the row
+// was written; refused reports that it was refused again with a permanent
+// code, which makes it a rejection once the schema is proven usable.
+func (s *Sink) retryAlone(ctx context.Context, e entry, first error) (refused bool, err error) {
 	errs, err := s.apply(ctx, []string{e.key}, []*cbt.Mutation{e.mut})
 	switch {
 	case err != nil:
-		return fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), err)
+		// The call failed as a whole: transient, whatever its code.
 	case errs == nil || errs[0] == nil:
-		return nil
-	case classify(errs[0]) == transient:
-		return fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), errs[0])
+		return false, nil
+	case classify(errs[0]) == permanent:
+		return true, fmt.Errorf("bigtable table %q refused the row twice, the second time alone: %w", s.tableName, errs[0])
+	default:
+		err = errs[0]
 	}
-	s.log.Info("Bigtable rejected a row, also alone", zap.Stringer("code", status.Code(errs[0])))
-	s.log.Debug("rejected row", zap.String("key", e.key), zap.Error(errs[0]))
-	return &sinks.RejectedError{Err: fmt.Errorf("bigtable table %q refused the row twice, the second time alone: %w", s.tableName, errs[0])}
+	return false, fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), err)
+}
+
+// reject turns err, a refusal proven to be the row's own, into a rejection.
+func (s *Sink) reject(e entry, err error) error {
+	s.log.Info("Bigtable rejected a row, also alone", zap.Stringer("code", status.Code(err)))
+	s.log.Debug("rejected row", zap.String("key", e.key), zap.Error(err))
+	return &sinks.RejectedError{Err: err}
 }
 
 // apply is one ApplyBulk call, bounded by applyTimeout and timed.
@@ -296,10 +378,31 @@ func (s *Sink) apply(ctx context.Context, keys []string, muts []*cbt.Mutation) (
 	defer cancel()
 	start := time.Now()
 	errs, err := s.table.ApplyBulk(ctx, keys, muts)
-	if s.writeSeconds != nil {
-		s.writeSeconds.Observe(time.Since(start).Seconds())
+	if s.metrics.WriteSeconds != nil {
+		s.metrics.WriteSeconds.Observe(time.Since(start).Seconds())
 	}
 	return errs, err
+}
+
+// countErrors counts the rows of a batch that were not written, by code.
+func (s *Sink) countErrors(out []error) {
+	if s.metrics.WriteErrors == nil {
+		return
+	}
+	for _, err := range out {
+		if err != nil {
+			s.metrics.WriteErrors(codeOf(err).String()).Inc()
+		}
+	}
+}
+
+// codeOf is the gRPC code of err. A context error, which carries none, gets
+// the code gRPC gives it; any other error without a status is Unknown.
+func codeOf(err error) codes.Code {
+	if st, ok := status.FromError(err); ok {
+		return st.Code()
+	}
+	return status.FromContextError(err).Code()
 }
 
 // class is what an error from Bigtable says about retrying the same write.

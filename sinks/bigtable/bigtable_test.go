@@ -34,23 +34,26 @@ const (
 	family   = "d"
 )
 
-// fake is an in-process bttest server with a reactor on MutateRows: it
-// records the size of every request, answers as production Bigtable does
-// where bttest differs, and injects per-entry errors.
+// fake is an in-process bttest server with a reactor on MutateRows and
+// MutateRow: it records the size of every MutateRows request and counts the
+// MutateRow calls (the sink's schema probes), answers as production Bigtable
+// does where bttest differs, and injects per-entry errors.
 type fake struct {
 	client *cbt.Client
 	admin  *cbt.AdminClient
 
-	mu       sync.Mutex
-	requests []int                 // entries per MutateRows request
-	inject   map[string]codes.Code // row key: code to answer once, instead of bttest's
-	stall    bool                  // MutateRows blocks until its ctx ends
+	mu        sync.Mutex
+	requests  []int                   // entries per MutateRows request
+	probes    int                     // MutateRow calls
+	probeCode codes.Code              // MutateRow answers it instead, unless OK
+	inject    map[string][]codes.Code // row key: codes to answer, one a request, instead of bttest's
+	stall     bool                    // MutateRows blocks until its ctx ends
 }
 
 func newFake(t testing.TB) *fake {
 	t.Helper()
-	f := &fake{inject: map[string]codes.Code{}}
-	srv, err := bttest.NewServer("127.0.0.1:0", grpc.StreamInterceptor(f.intercept))
+	f := &fake{inject: map[string][]codes.Code{}}
+	srv, err := bttest.NewServer("127.0.0.1:0", grpc.StreamInterceptor(f.intercept), grpc.UnaryInterceptor(f.interceptUnary))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +96,33 @@ func (f *fake) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	return handler(srv, &mutateRows{ServerStream: ss, f: f})
 }
 
+// interceptUnary counts MutateRow calls, and answers NotFound for a missing
+// family as production does (bttest answers Unknown).
+func (f *fake) interceptUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod != "/google.bigtable.v2.Bigtable/MutateRow" {
+		return handler(ctx, req)
+	}
+	f.mu.Lock()
+	f.probes++
+	code := f.probeCode
+	f.mu.Unlock()
+	if code != codes.OK {
+		return nil, status.Error(code, "injected by the test")
+	}
+	res, err := handler(ctx, req)
+	if err != nil && unknownFamily(err.Error()) {
+		return nil, status.Error(codes.NotFound, familyNotFound)
+	}
+	return res, err
+}
+
+// familyNotFound is production Bigtable's message for a mutation naming a
+// column family the table lacks; its code is NotFound.
+const familyNotFound = "Requested column family not found."
+
+// unknownFamily reports whether bttest refused a mutation for that reason.
+func unknownFamily(msg string) bool { return strings.HasPrefix(msg, "unknown family") }
+
 type mutateRows struct {
 	grpc.ServerStream
 	f   *fake
@@ -119,17 +149,15 @@ func (m *mutateRows) SendMsg(msg any) error {
 	defer m.f.mu.Unlock()
 	for _, e := range res.Entries {
 		entry := m.req.Entries[e.Index]
-		if code, ok := m.f.inject[string(entry.RowKey)]; ok {
-			delete(m.f.inject, string(entry.RowKey))
-			e.Status = &statpb.Status{Code: int32(code), Message: "injected by the test"}
+		if cs := m.f.inject[string(entry.RowKey)]; len(cs) > 0 {
+			m.f.inject[string(entry.RowKey)] = cs[1:]
+			e.Status = &statpb.Status{Code: int32(cs[0]), Message: "injected by the test"}
 			continue
 		}
 		// bttest answers Internal for every refused entry; production
 		// Bigtable answers NotFound for an unknown column family.
-		for _, mut := range entry.Mutations {
-			if set := mut.GetSetCell(); set != nil && set.FamilyName != family {
-				e.Status = &statpb.Status{Code: int32(codes.NotFound), Message: "Requested column family not found."}
-			}
+		if e.Status.GetCode() == int32(codes.Internal) && unknownFamily(e.Status.GetMessage()) {
+			e.Status = &statpb.Status{Code: int32(codes.NotFound), Message: familyNotFound}
 		}
 	}
 	return m.ServerStream.SendMsg(msg)
@@ -139,6 +167,12 @@ func (f *fake) requestSizes() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]int(nil), f.requests...)
+}
+
+func (f *fake) probeCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes
 }
 
 func (f *fake) readBack(t testing.TB) sinktest.ReadBack {
@@ -244,17 +278,26 @@ func TestBatching(t *testing.T) {
 	})
 }
 
+// writeAll writes rows k-00, k-01… concurrently, and fails t unless every
+// one is written.
 func writeAll(t *testing.T, s *Sink, n int) {
 	t.Helper()
+	for i, err := range writeRows(t.Context(), s, n) {
+		if err != nil {
+			t.Errorf("Write k-%02d: %v", i, err)
+		}
+	}
+}
+
+// writeRows writes rows k-00, k-01… concurrently, and returns their errors.
+func writeRows(ctx context.Context, s *Sink, n int) []error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
-			if err := s.Write(t.Context(), testRow(fmt.Sprintf("k-%02d", i))); err != nil {
-				t.Errorf("Write: %v", err)
-			}
-		})
+		wg.Go(func() { errs[i] = s.Write(ctx, testRow(fmt.Sprintf("k-%02d", i))) })
 	}
 	wg.Wait()
+	return errs
 }
 
 func TestRowsOverBigtableLimitsAreRejectedWithoutIO(t *testing.T) {
@@ -316,6 +359,9 @@ func TestAnEntryRefusedTwiceIsRejectedWhileItsBatchMatesSucceed(t *testing.T) {
 	if got := f.requestSizes(); fmt.Sprint(got) != "[4 1]" {
 		t.Errorf("MutateRows requests of %v entries, want [4 1]: the batch, then the refused row alone", got)
 	}
+	if n := f.probeCount(); n != 1 {
+		t.Errorf("%d schema probes, want 1: after the row was refused alone, before rejecting it", n)
+	}
 	read := f.readBack(t)
 	for i := range 3 {
 		if v, _ := read(fmt.Sprintf("k-%02d", i)); v == nil {
@@ -337,7 +383,10 @@ func TestAPermanentCodeBeforeAnyWriteSucceededIsNotARejection(t *testing.T) {
 		t.Errorf("Write = %v, want its NotFound status kept", err)
 	}
 	if got := f.requestSizes(); fmt.Sprint(got) != "[1]" {
-		t.Errorf("MutateRows requests of %v entries, want [1]: no retry alone without proof", got)
+		t.Errorf("MutateRows requests of %v entries, want [1]: no retry alone once the probe failed", got)
+	}
+	if err := s.Check(t.Context()); err == nil || !strings.Contains(err.Error(), `column family "typo"`) {
+		t.Errorf("Check = %v, want it to name the family", err)
 	}
 }
 
@@ -346,7 +395,7 @@ func TestAnEntryThatSucceedsAloneIsWritten(t *testing.T) {
 	s := newSink(t, f, sinkConfig(defaultBatch))
 	writeAll(t, s, 1) // proves the table and family usable
 	f.mu.Lock()
-	f.inject["flaky"] = codes.InvalidArgument // once: "the same error for both entries"
+	f.inject["flaky"] = []codes.Code{codes.InvalidArgument} // once: "the same error for both entries"
 	f.mu.Unlock()
 	if err := s.Write(t.Context(), testRow("flaky")); err != nil {
 		t.Errorf("Write = %v, want nil: the row succeeded when retried alone", err)
@@ -364,7 +413,7 @@ func TestTransientEntryErrorsAreReturnedWithoutRetrying(t *testing.T) {
 		t.Run(code.String(), func(t *testing.T) {
 			before := len(f.requestSizes())
 			f.mu.Lock()
-			f.inject["busy"] = code
+			f.inject["busy"] = []codes.Code{code}
 			f.mu.Unlock()
 			err := s.Write(t.Context(), testRow("busy"))
 			if err == nil || sinks.IsRejected(err) || status.Code(err) != code {

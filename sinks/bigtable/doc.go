@@ -27,6 +27,12 @@
 //     by a 30 s timeout, so a stalled connection cannot hold a batch.
 //   - The sink never retries in a loop: a batch is sent once, and an entry
 //     refused with a permanent code once more alone.
+//   - A missing table or column family is never a row's fault, whenever it
+//     happens (before the first write, or after a family is dropped or the
+//     table recreated without it): every row gets a transient error, Check
+//     fails naming what is missing, and an error line says it when it
+//     starts and once a minute while it lasts. Once it is back, the retried
+//     rows are written; nothing was dead-lettered.
 //
 // # Errors
 //
@@ -38,17 +44,25 @@
 //     value over 100 MiB, values over 256 MiB in all, more than 100,000
 //     cells, or a timestamp before 1970;
 //   - after I/O, when Bigtable refused the entry with InvalidArgument,
-//     FailedPrecondition, NotFound or OutOfRange, and refused it again with
-//     one of those codes when retried alone, and some write to this sink has
-//     succeeded (in the same batch or earlier). Without that success, the
-//     refusal may be the configuration's fault rather than the row's (a
-//     column family that does not exist refuses every row with NotFound),
-//     so the error is returned as transient and logged at warn level:
-//     the pipeline stalls and retries instead of dead-lettering everything.
+//     FailedPrecondition, NotFound or OutOfRange, refused it again with one
+//     of those codes when retried alone, and then accepted the schema probe.
+//
+// The schema probe tells a refusal of the row from one of the table or its
+// family, which a per-entry code cannot (production Bigtable refuses every
+// row with NotFound when the family is missing): it sets one cell of the
+// configured family in the row "\x00pubsink-check\x00" and deletes it in the
+// same atomic mutation (one MutateRow, leaving no cell). Nothing about a row
+// can make it fail, so when it fails no row is rejected. It runs only on
+// suspicion: before the solo retries when nothing in a batch was written and
+// an entry failed with a permanent code, Internal or Unknown (cbtemulator's
+// and bttest's answers for a missing family); before any rejection; and from
+// Check while a fault is known.
 //
 // Every other error is transient and returned wrapped, with its gRPC status
 // intact: a failed ApplyBulk call as a whole (whatever its code: a missing
-// table fails every call with NotFound, which is not the rows' fault), and
+// table fails every call with NotFound, which is not the rows' fault), a
+// permanent refusal while the probe fails (the message then names the
+// family and says it is not the row's fault), and
 // per-entry Unavailable, DeadlineExceeded, ResourceExhausted, Aborted,
 // Internal, Unknown, Canceled, Unauthenticated and PermissionDenied, and
 // errors without a gRPC status (a lost connection). A writer whose ctx ended
@@ -56,5 +70,13 @@
 // error wrapping sinks.ErrClosed.
 //
 // Check returns an error naming the table and instance when the table does
-// not exist, or when Bigtable cannot be reached.
+// not exist, or when Bigtable cannot be reached; and, while a write found the
+// table or family unusable and the probe still fails, one naming the column
+// family. Without such a finding it does not verify the family (a read
+// cannot tell, and a probe on every readiness check would be a mutation every
+// few seconds in the user's table and its change stream): a family missing at
+// start-up shows at the first write.
+//
+// With Metrics.WriteErrors, every row Bigtable did not write is counted by
+// the gRPC code of its last error (pubsink_sink_write_errors_total).
 package bigtable

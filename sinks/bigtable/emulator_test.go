@@ -2,6 +2,7 @@ package bigtable
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,20 +25,7 @@ import (
 // timestamps, unlike production Bigtable and the bttest of the client
 // module, so the truncation is checked by reading the cells back.
 func TestEmulatorPartialFailureAndTimestamps(t *testing.T) {
-	em := emulator.RequireBigtable(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	client, admin, err := em.Clients(ctx, project, instance)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close(); admin.Close() })
-	if err := admin.CreateTable(ctx, table); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateColumnFamily(ctx, table, family); err != nil {
-		t.Fatal(err)
-	}
+	ctx, client, _ := emulatorTable(t)
 	s := New(client, zap.NewNop(), sinkConfig(config.Batch{MaxMessages: 4, MaxBytes: 4 << 20, MaxDelay: time.Hour}), nil)
 	t.Cleanup(func() { s.Close(context.Background()) })
 
@@ -91,4 +79,62 @@ func TestEmulatorPartialFailureAndTimestamps(t *testing.T) {
 			t.Errorf("cells = %+v, want one at %d", row[family], want)
 		}
 	})
+}
+
+// TestEmulatorADroppedFamilyIsRetriedNotRejected is the hardening issue on
+// cbtemulator: after a write succeeded, the family is dropped. Writes fail
+// transiently (cbtemulator answers Internal where production answers
+// NotFound), Check names the family, and once it is back writes resume.
+func TestEmulatorADroppedFamilyIsRetriedNotRejected(t *testing.T) {
+	ctx, client, admin := emulatorTable(t)
+	s := New(client, zap.NewNop(), sinkConfig(defaultBatch), nil)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	if err := s.Write(ctx, testRow("before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteColumnFamily(ctx, table, family); err != nil {
+		t.Fatal(err)
+	}
+
+	err := s.Write(ctx, testRow("during"))
+	t.Logf("Write with the family dropped: %v", err)
+	if err == nil || sinks.IsRejected(err) {
+		t.Errorf("Write = %v, want a transient error", err)
+	}
+	err = s.Check(ctx)
+	t.Logf("Check with the family dropped: %v", err)
+	if err == nil || !strings.Contains(err.Error(), `column family "d" of bigtable table "events"`) {
+		t.Errorf("Check = %v, want it to name the family", err)
+	}
+
+	if err := admin.CreateColumnFamily(ctx, table, family); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, testRow("during")); err != nil {
+		t.Errorf("Write = %v once the family is back", err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Errorf("Check = %v once the family is back", err)
+	}
+}
+
+// emulatorTable starts cbtemulator with the table and its family, and
+// returns a context bounding the test and the clients, closed at cleanup.
+func emulatorTable(t *testing.T) (context.Context, *cbt.Client, *cbt.AdminClient) {
+	t.Helper()
+	em := emulator.RequireBigtable(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	client, admin, err := em.Clients(ctx, project, instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); admin.Close() })
+	if err := admin.CreateTable(ctx, table); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateColumnFamily(ctx, table, family); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, client, admin
 }
