@@ -52,10 +52,13 @@
 //	               (token refresh, IAM), no status (connection
 //	               lost), our 30 s call timeout
 //	sink entry     InvalidArgument, NotFound, FailedPrecondition, applied alone once more; refused again
-//	               OutOfRange, once a write on the sink has       with one of these: sink_rejected;
-//	               succeeded                                      else retry or committed
-//	sink entry     the same, before any write succeeded (a        retry (our configuration, not the row)
-//	               missing column family refuses every row)
+//	               OutOfRange                                    with one of these and the schema probe
+//	                                                             (one cell of the family set and deleted
+//	                                                             in a sentinel row) then written:
+//	                                                             sink_rejected; else retry or committed
+//	sink entry     the same while the probe fails (a family      retry, whenever it happens, however many
+//	               dropped, a table recreated without it,        writes succeeded before; readiness fails
+//	               never created)                                naming the family; error log
 //	dedupe commit  catalog write fails                           retry (redelivery rewrites the same cells)
 //	dead letter    Send fails: topic deleted (NotFound),         retry; after shutdown_timeout nack, and
 //	               PermissionDenied, Unavailable, table or file  Pub/Sub redelivers: never acked
