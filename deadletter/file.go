@@ -139,6 +139,9 @@ func (o *File) flush(_ context.Context, lines [][]byte) []error {
 }
 
 func (o *File) write() error {
+	if err := o.reopenIfMoved(); err != nil {
+		return err
+	}
 	if _, err := o.f.Write(o.buf); err != nil {
 		o.partial = true
 		return fmt.Errorf("dead-letter file %s: write: %w", o.path, err)
@@ -150,6 +153,36 @@ func (o *File) write() error {
 		return fmt.Errorf("dead-letter file %s: fsync: %w", o.path, err)
 	}
 	o.syncs.Add(1)
+	return nil
+}
+
+// reopenIfMoved reopens the path when the open file is no longer what the
+// path names: a log rotation renamed it (or deleted it) and the copies
+// would go to a file nobody reads any more. Two stats per batch, and a
+// batch is a group of poison messages: a cost nobody sees.
+func (o *File) reopenIfMoved() error {
+	open, err := o.f.Stat()
+	if err != nil {
+		return fmt.Errorf("dead-letter file %s: %w", o.path, err)
+	}
+	named, err := os.Stat(o.path)
+	if err == nil && os.SameFile(open, named) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("dead-letter file %s: %w", o.path, err)
+	}
+	f, err := os.OpenFile(o.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("dead-letter file %s: reopen after a rotation: %w", o.path, err)
+	}
+	if err := syncDir(filepath.Dir(o.path)); err != nil {
+		f.Close()
+		return fmt.Errorf("dead-letter file %s: %w", o.path, err)
+	}
+	o.f.Close()
+	o.f, o.partial = f, false // the new file starts on a line of its own
+	o.log.Info("dead-letter file was moved or removed; writing to a new one at its path")
 	return nil
 }
 

@@ -83,3 +83,39 @@ func TestFileFencesATornLine(t *testing.T) {
 		t.Errorf("the malformed line is not named:\n%s", buf.String())
 	}
 }
+
+// TestFileFollowsARotation: a log rotation renames the file (or deletes
+// it); the next copies go to a new file at the configured path, not to the
+// renamed one nobody reads.
+func TestFileFollowsARotation(t *testing.T) {
+	for _, rotate := range []string{"rename", "remove"} {
+		t.Run(rotate, func(t *testing.T) {
+			f := dltest.New(t)
+			path := filepath.Join(f.Dir, "rotated.jsonl")
+			out := open(f, f.Pipeline("orders", config.DeadLetter{File: path})).(*deadletter.File)
+			ctx := context.Background()
+			if err := out.Send(ctx, dltest.Message(1), deadletter.Late, nil); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if rotate == "rename" {
+				err = os.Rename(path, path+".1")
+			} else {
+				err = os.Remove(path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := out.Send(ctx, dltest.Message(2), deadletter.Late, nil); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("no file at the path after the rotation: %v", err)
+			}
+			if lines := bytes.Count(b, []byte("\n")); lines != 1 || !bytes.Contains(b, []byte(dltest.Message(2).ID)) {
+				t.Fatalf("the path holds %q, want the one copy sent after the rotation", b)
+			}
+		})
+	}
+}
