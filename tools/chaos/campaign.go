@@ -274,7 +274,7 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	o := &Observed{
-		Begin: c.begin, Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows, Copies: c.copies,
+		Begin: c.begin, Replicas: len(c.replicas), Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows, Copies: c.copies,
 		LeftMain: leftMain, LeftTracking: leftTracking, Stored: c.stored, Gens: c.gens,
 		Final: final, FinalOK: finalOK, Terms: c.terms, Unexpected: c.unexpected, NotReady: c.notReady,
 		GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
@@ -488,6 +488,7 @@ func (c *campaign) watch(ctx context.Context, r *replica, ch *child) {
 	c.unexpected = append(c.unexpected, msg)
 	c.disrupted = append(c.disrupted, time.Now())
 	c.gens[ch.gen-1].how = "exited on its own: " + ch.exitText()
+	c.gens[ch.gen-1].stoppedAt = c.since()
 	c.mu.Unlock()
 	c.logf("VIOLATION: %s", msg)
 	if !current || c.stopping.Load() {
@@ -533,6 +534,7 @@ func (c *campaign) stopReplica(r *replica, sig syscall.Signal, how string) {
 	}
 	c.mu.Lock()
 	g.how = how + ": " + ch.exitText()
+	g.stoppedAt = c.since()
 	if sig == syscall.SIGTERM {
 		c.terms = append(c.terms, code)
 		if code != 0 {

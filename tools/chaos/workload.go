@@ -29,10 +29,12 @@ const (
 	KindRace
 	// KindLate has an event time an hour behind; it is published only once
 	// the stored watermark is known, so it is late when it is judged,
-	// unless a restart left the watermark unknown for a moment.
+	// unless, with replicas, a follower had not read that watermark yet
+	// (see lateWritten).
 	KindLate
-	// KindPre1970 has an event time before 1970, which Bigtable refuses
-	// (sink_rejected); once the watermark is known it is late first.
+	// KindPre1970 has an event time before 1970, which pubsink refuses
+	// when it reads the event time (bad_event_time), before it looks at
+	// the watermark or the sink.
 	KindPre1970
 	// The poison kinds, each dead-lettered with one reason at decode.
 	KindInvalidPayload // invalid_payload: not JSON, or not an object
@@ -56,27 +58,24 @@ func (k Kind) Poison() bool { return k >= KindInvalidPayload }
 // Valid reports whether the kind must end as exactly one row.
 func (k Kind) Valid() bool { return k <= KindRace }
 
-// Reasons are the dead-letter reasons a message of the kind may get. A
-// poison kind has exactly one; KindPre1970 has two, because whether the
-// watermark is known when it is judged depends on timing; KindLate has
+// Reason is the dead-letter reason of a message of the kind: every
+// poison kind and KindPre1970 have one, whatever the timing; KindLate has
 // late (or no copy at all, if it was written while the watermark was
-// unknown).
-func (k Kind) Reasons() []deadletter.Reason {
+// unknown: see lateWritten); valid kinds have none ("").
+func (k Kind) Reason() deadletter.Reason {
 	switch k {
 	case KindInvalidPayload:
-		return []deadletter.Reason{deadletter.InvalidPayload}
+		return deadletter.InvalidPayload
 	case KindMissingField, KindMissingID:
-		return []deadletter.Reason{deadletter.MissingField}
-	case KindBadEventTime:
-		return []deadletter.Reason{deadletter.BadEventTime}
+		return deadletter.MissingField
+	case KindBadEventTime, KindPre1970:
+		return deadletter.BadEventTime
 	case KindTooLarge:
-		return []deadletter.Reason{deadletter.TooLarge}
+		return deadletter.TooLarge
 	case KindLate:
-		return []deadletter.Reason{deadletter.Late}
-	case KindPre1970:
-		return []deadletter.Reason{deadletter.SinkRejected, deadletter.Late}
+		return deadletter.Late
 	}
-	return nil
+	return ""
 }
 
 // Variant is one message of a record.
@@ -146,7 +145,8 @@ type Step struct {
 
 // Gated reports whether the step waits for a condition before it is
 // published: a dup or replay for its original's commit, a late or
-// pre-1970 record for a known watermark.
+// pre-1970 record for a known watermark (a pre-1970 record is behind it
+// too, so its reason shows that bad_event_time is decided before late).
 func (s Step) Gated(p *Plan) bool {
 	switch s.Variant {
 	case VariantDup, VariantReplay:
