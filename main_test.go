@@ -14,6 +14,8 @@ func TestExitCodes(t *testing.T) {
 	os.WriteFile(good, []byte("project: p\npipelines:\n  - name: a\n    mode: at_least_once\n    source: {subscription: subs-a}\n    sink: {type: stdout}\n"), 0o644)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("project: p\npipelines:\n  - name: a\n    source: {subscription: subs-a}\n    sink: {table: t, colums: {}}\n"), 0o644)
+	noDir := filepath.Join(dir, "nodir.yaml")
+	os.WriteFile(noDir, []byte("project: p\npipelines:\n  - name: a\n    mode: at_least_once\n    source: {subscription: subs-a}\n    sink: {type: stdout}\n    dead_letter: {file: "+filepath.Join(dir, "missing", "dl.jsonl")+"}\n"), 0o644)
 
 	cases := []struct {
 		name string
@@ -29,6 +31,7 @@ func TestExitCodes(t *testing.T) {
 		{"validate prints every problem and exits 2", []string{"validate", "--config", bad}, exitUsage, "pipelines[0].sink.colums: unknown key"},
 		{"validate of a missing file exits 2", []string{"validate", "-c", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
 		{"the examples validate", []string{"validate", "-c", "examples.yaml"}, exitOK, "ok (2 pipelines)"},
+		{"validate refuses a dead-letter file in a missing directory", []string{"validate", "-c", noDir}, exitUsage, "pipelines[0].dead_letter.file: directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"cloud.google.com/go/bigtable"
@@ -50,8 +52,30 @@ func Validate(path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if ps := localProblems(cfg); len(ps) > 0 {
+		return &ConfigError{ps}
+	}
 	fmt.Fprintf(out, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
 	return nil
+}
+
+// localProblems are what validate can check on this machine beyond the
+// file itself, without any service: the directory of every dead-letter
+// file must exist (run would fail to open the file; nothing creates the
+// directory).
+func localProblems(cfg *config.Config) config.Problems {
+	var ps config.Problems
+	for i, p := range cfg.Pipelines {
+		if p.DeadLetter.File == "" {
+			continue
+		}
+		dir := filepath.Dir(p.DeadLetter.File)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].dead_letter.file", i),
+				Message: fmt.Sprintf("directory %s does not exist: create it, or name a file in one that does", dir)})
+		}
+	}
+	return ps
 }
 
 // RunFile runs every pipeline of the file at path until ctx ends (SIGTERM,
