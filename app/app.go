@@ -185,7 +185,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if deps.Tracker, err = a.tracker(ctx, pc, src, topic, maxBytes, mb, m); err != nil {
 		return nil, err
 	}
-	if deps.DeadLetter, err = a.deadLetter(ctx, pc, m); err != nil {
+	if deps.DeadLetter, err = a.deadLetter(ctx, pc, topic, m); err != nil {
 		return nil, err
 	}
 	return pipeline.New(a.log, pc, deps)
@@ -259,7 +259,7 @@ func (a *App) Pipelines() []*pipeline.Pipeline { return a.pipelines }
 // Metrics returns the process's metrics.
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
 
-// Ready returns nil when every pipeline is receiving and its sink answers.
+// Ready returns nil when every pipeline is ready (pipeline.Ready).
 func (a *App) Ready(ctx context.Context) error {
 	var errs []error
 	for _, p := range a.pipelines {

@@ -10,17 +10,27 @@ import (
 	"github.com/pubsink/pubsink/pipeline"
 )
 
+// A topic output is part of its pipeline's readiness: it refuses copies
+// while its topic has no subscription, and /readyz should say so.
+var _ pipeline.Checker = (*deadletter.Topic)(nil)
+
 // deadLetter builds the dead-letter output of a pipeline, checked at start
-// (a topic or table that does not exist is an error; a topic without a
-// subscription is a warning); nil when the configuration names none. The
-// pipeline counts and logs what it dead-letters; m is not needed here.
-func (a *App) deadLetter(ctx context.Context, pc config.Pipeline, _ *metrics.Pipeline) (pipeline.DeadLetter, error) {
+// (a topic that does not exist, has no subscription or is the pipeline's
+// own topic, or a table that does not exist, is an error); nil when the
+// configuration names none. topic is the topic of the pipeline's
+// subscription, as its start-up check found it. The pipeline counts and
+// logs what it dead-letters; m is not needed here.
+func (a *App) deadLetter(ctx context.Context, pc config.Pipeline, topic string, _ *metrics.Pipeline) (pipeline.DeadLetter, error) {
 	clients := deadletter.Clients{PubSub: a.pubsub}
 	switch deadletter.Kind(pc.DeadLetter) {
 	case "":
 		// An untyped nil: a nil *Topic in the interface would look like an
 		// output to the pipeline.
 		return nil, nil
+	case deadletter.KindTopic:
+		if err := a.notOwnTopic(pc, topic); err != nil {
+			return nil, err
+		}
 	case deadletter.KindTable:
 		bt, err := a.stateBigtable(ctx)
 		if err != nil {
@@ -33,4 +43,15 @@ func (a *App) deadLetter(ctx context.Context, pc config.Pipeline, _ *metrics.Pip
 		return nil, fmt.Errorf("dead_letter: %w", err)
 	}
 	return out, nil
+}
+
+// notOwnTopic refuses a dead-letter topic that is the topic the pipeline
+// reads: each poison message would be republished to the pipeline, fail
+// again, and so on for ever. Validation sees this only when source.topic
+// is set; here the subscription's own topic is known.
+func (a *App) notOwnTopic(pc config.Pipeline, topic string) error {
+	if dl := a.cfg.TopicName(pc.DeadLetter.Topic); dl == topic {
+		return fmt.Errorf("dead_letter.topic %s is the topic of source.subscription %s: each dead-lettered message would come back to this pipeline, for ever; name another topic", dl, a.cfg.SubscriptionName(pc.Source.Subscription))
+	}
+	return nil
 }

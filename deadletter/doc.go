@@ -26,11 +26,20 @@
 //     pubsink_error, pubsink_pipeline, pubsink_message_id,
 //     pubsink_publish_time and pubsink_failed_at (RFC 3339, UTC). Send
 //     returns once Pub/Sub confirmed the publish; the client's publisher
-//     batches concurrent sends. Open fails if the topic does not exist and
-//     warns if it has no subscription, because Pub/Sub discards what is
-//     published to a topic nobody subscribes to; `pubsink setup` creates
-//     the replay subscription (dead_letter.subscription, default
-//     TOPIC-replay) that the topic's Reader pulls.
+//     batches concurrent sends. Open fails if the topic does not exist or
+//     has no subscription, because Pub/Sub discards what is published to a
+//     topic nobody subscribes to and still confirms it: every copy would be
+//     lost. `pubsink setup` creates the replay subscription
+//     (dead_letter.subscription, default TOPIC-replay) that the topic's
+//     Reader pulls. While running, the output asks again once its last
+//     answer is 30 s old (one ListTopicSubscriptions per period, shared by
+//     every send and readiness probe, not one per copy): while the topic
+//     has no subscription, or no longer exists, Send fails (the pipeline
+//     keeps the original unacked and retries) and Check, the output's part
+//     of the pipeline's readiness, fails naming the topic. A copy sent
+//     within a period of the last subscription's deletion is still lost. A
+//     check that fails keeps the last answer; without permission to list
+//     the topic's subscriptions, Open warns and nothing is checked.
 //   - Table (dead_letter.bigtable_table, in state.instance, family
 //     state.FamilyDeadLetter) writes one row per message: columns data,
 //     attributes (JSON), reason, error, pipeline, message_id, publish_time,
@@ -96,9 +105,11 @@
 //
 // # Errors
 //
-// Open fails with an error naming what is missing: the topic, the table,
-// the file's directory; ErrNoOutput when the pipeline names no output.
-// Send's errors are transient by definition: the pipeline retries them.
+// Open fails with an error naming what is missing: the topic, the topic's
+// subscription (naming dead_letter.topic), the table, the file's
+// directory; ErrNoOutput when the pipeline names no output. Send's errors
+// are transient by definition: the pipeline retries them, a topic's
+// missing subscription included.
 // OpenReader fails likewise when the replay subscription, the table or the
 // file is missing, and with ErrNoOutput. A Reader's Next fails when the
 // output cannot be read, Remove when a copy could not be removed; a copy

@@ -6,7 +6,12 @@ import "time"
 // of deadletter/internal/dltest, which imports deadletter, so they cannot
 // be in package deadletter.
 
-// SetClock makes o stamp the copies it makes (their failed_at) with now.
+// SubscriptionCheckPeriod is how long a topic output goes by one check
+// that its topic has a subscription.
+const SubscriptionCheckPeriod = subscriptionCheckPeriod
+
+// SetClock makes o stamp the copies it makes (their failed_at) with now; a
+// topic output also times its subscription checks by it.
 func SetClock(o Output, now func() time.Time) {
 	switch o := o.(type) {
 	case *Topic:

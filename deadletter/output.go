@@ -72,8 +72,8 @@ var ErrNoOutput = errors.New("no dead_letter output is configured (topic, bigtab
 var errClosed = errors.New("dead-letter output is closed")
 
 // Open returns the dead-letter output that p.DeadLetter names, checked to
-// be usable: the topic or table exists, the file can be opened for
-// appending. It returns ErrNoOutput when p names none, so it never returns
+// be usable: the topic exists and has a subscription, the table exists, the
+// file can be opened for appending. It returns ErrNoOutput when p names none, so it never returns
 // a nil Output without an error. log is named per output; cfg gives full
 // resource names.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients) (Output, error) {

@@ -31,6 +31,21 @@ const (
 	requestSlack = 64
 )
 
+// Checking that the topic has a subscription while running. Pub/Sub drops
+// what is published to a topic without one and still confirms it, so a
+// copy must not go out once the last subscription is gone; asking before
+// every copy would cost a ListTopicSubscriptions each, so sends and
+// readiness probes share one check per period.
+const (
+	// subscriptionCheckPeriod is how long one check answers for. A
+	// subscription deleted while running is noticed within it: copies
+	// published in between are lost.
+	subscriptionCheckPeriod = 30 * time.Second
+	// listTimeout bounds one check, which the sends and probes waiting
+	// for it wait for too.
+	listTimeout = 10 * time.Second
+)
+
 // Topic publishes dead-letter copies to a Pub/Sub topic: the original data
 // and attributes plus the pubsink_* attributes. Concurrent sends are batched
 // by the client's publisher (10 ms, 100 messages or 1 MB).
@@ -40,6 +55,9 @@ type Topic struct {
 	pipeline string
 	pub      *pubsub.Publisher
 	now      func() time.Time
+	// subs says whether the topic still has a subscription; nil when
+	// this identity may not list them (not checked).
+	subs *subscriptionWatch
 
 	// unsettled counts the publishes that may still be pending in the
 	// publisher: sends in progress, and sends that gave up on their ctx
@@ -49,17 +67,15 @@ type Topic struct {
 	stopped   chan struct{} // closed once the publisher has stopped
 }
 
-// openTopic checks that the topic exists, warns if nothing subscribes to it
-// (Pub/Sub drops what is published to a topic without subscriptions), and
-// returns its output.
+// openTopic checks that the topic exists and has a subscription (Pub/Sub
+// drops what is published to a topic without one), and returns its output.
 func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name, pipeline string) (*Topic, error) {
 	log = log.With(zap.String("topic", name))
 	_, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name})
 	switch status.Code(err) {
 	case codes.OK:
-		checkSubscribed(ctx, log, client, name)
 	case codes.NotFound:
-		return nil, fmt.Errorf("dead-letter topic %s does not exist (create it with its replay subscription, or run `pubsink setup`)", name)
+		return nil, topicMissing(name)
 	case codes.PermissionDenied:
 		// roles/pubsub.publisher may publish but not read the topic. A
 		// missing topic then shows as failing sends, which are retried and
@@ -68,31 +84,126 @@ func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name
 	default:
 		return nil, fmt.Errorf("get dead-letter topic %s: %w", name, err)
 	}
+	subs, err := watchSubscriptions(ctx, log, client, name)
+	if err != nil {
+		return nil, err
+	}
 	return &Topic{
 		log:      log,
 		name:     name,
 		pipeline: pipeline,
 		pub:      client.Publisher(name),
 		now:      time.Now,
+		subs:     subs,
 		stopped:  make(chan struct{}),
 	}, nil
 }
 
-// checkSubscribed warns when the topic has no subscription.
-func checkSubscribed(ctx context.Context, log *zap.Logger, client *pubsub.Client, name string) {
+func topicMissing(name string) error {
+	return fmt.Errorf("dead-letter topic %s does not exist (create it with its replay subscription, or run `pubsink setup`)", name)
+}
+
+// errNoSubscription is hasSubscription's answer for a topic without any.
+var errNoSubscription = errors.New("no subscription")
+
+// hasSubscription returns nil if the topic has a subscription,
+// errNoSubscription if it has none, or the error of the request.
+func hasSubscription(ctx context.Context, client *pubsub.Client, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	it := client.TopicAdminClient.ListTopicSubscriptions(ctx, &pubsubpb.ListTopicSubscriptionsRequest{Topic: name, PageSize: 1})
 	_, err := it.Next()
-	switch {
-	case errors.Is(err, iterator.Done):
-		log.Warn("the dead-letter topic has no subscription: Pub/Sub discards what is published to it, so dead-lettered messages would be lost; create one (`pubsink setup` creates the replay subscription)")
-	case err != nil:
-		log.Warn("cannot list the subscriptions of the dead-letter topic", zap.Error(err))
+	if errors.Is(err, iterator.Done) {
+		return errNoSubscription
 	}
+	return err
+}
+
+// watchSubscriptions refuses a topic without subscription, which would
+// confirm every copy and lose it, and returns the watch that goes on
+// checking; nil (with a warning) when this identity may not list the
+// topic's subscriptions, which a later check could not either.
+func watchSubscriptions(ctx context.Context, log *zap.Logger, client *pubsub.Client, name string) (*subscriptionWatch, error) {
+	err := hasSubscription(ctx, client, name)
+	switch {
+	case err == nil:
+		return &subscriptionWatch{log: log, client: client, topic: name, turn: make(chan struct{}, 1), checked: time.Now()}, nil
+	case errors.Is(err, errNoSubscription):
+		return nil, fmt.Errorf("dead_letter.topic %s has no subscription, and Pub/Sub discards what is published to a topic without one: every dead-lettered message would be lost (`pubsink setup` creates dead_letter.subscription on it)", name)
+	case status.Code(err) == codes.NotFound:
+		return nil, topicMissing(name)
+	case status.Code(err) == codes.PermissionDenied:
+		log.Warn("cannot list the subscriptions of the dead-letter topic: whether it has one is not checked, at start or while running; Pub/Sub discards what is published to a topic without one", zap.Error(err))
+		return nil, nil
+	}
+	return nil, fmt.Errorf("list the subscriptions of dead-letter topic %s: %w", name, err)
+}
+
+// subscriptionWatch remembers what the last check of a topic's
+// subscriptions found, and checks again once that is a period old. The
+// caller that checks holds turn meanwhile, and the others wait for its
+// answer: no copy goes out on an answer older than a period.
+type subscriptionWatch struct {
+	log    *zap.Logger
+	client *pubsub.Client
+	topic  string
+	turn   chan struct{} // a lock that a waiter can give up on
+
+	// Guarded by turn:
+	checked time.Time // the last check, or the last failed attempt
+	missing error     // nil: the topic had a subscription at checked
+}
+
+// current returns nil if the topic had a subscription at a check at most
+// a period before now, checking again if needed, or what it lacks.
+func (w *subscriptionWatch) current(ctx context.Context, now time.Time) error {
+	select {
+	case w.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-w.turn }()
+	if now.Sub(w.checked) >= subscriptionCheckPeriod {
+		w.check(ctx, now)
+	}
+	return w.missing
+}
+
+// check asks Pub/Sub again. A request that fails says nothing about the
+// subscriptions: the last answer stands for another period (holding every
+// copy while the admin API is unavailable would stop dead-lettering that
+// works). If the caller gave up (its ctx ended), nothing is recorded and
+// the next caller asks.
+func (w *subscriptionWatch) check(ctx context.Context, now time.Time) {
+	var missing error
+	switch err := hasSubscription(ctx, w.client, w.topic); {
+	case err == nil:
+	case errors.Is(err, errNoSubscription):
+		missing = fmt.Errorf("dead-letter topic %s has no subscription any more, and Pub/Sub would discard the copies: messages to dead-letter are held, unacked, until one exists (`pubsink setup` creates dead_letter.subscription)", w.topic)
+	case status.Code(err) == codes.NotFound:
+		missing = fmt.Errorf("dead-letter topic %s does not exist any more: messages to dead-letter are held, unacked, until it is back with a subscription (`pubsink setup` creates both)", w.topic)
+	case ctx.Err() != nil:
+		return
+	default:
+		w.log.Warn("cannot check that the dead-letter topic still has a subscription; going by the last check", zap.Error(err))
+		w.checked = now
+		return
+	}
+	switch {
+	case missing != nil && w.missing == nil:
+		w.log.Error("the dead-letter topic lost its last subscription; holding what is to be dead-lettered", zap.Error(missing))
+	case missing == nil && w.missing != nil:
+		w.log.Info("the dead-letter topic has a subscription again; dead-lettering resumes")
+	}
+	w.checked, w.missing = now, missing
 }
 
 // Send publishes the copy of m and returns once Pub/Sub confirmed it. See
 // Output.
 func (t *Topic) Send(ctx context.Context, m *source.Message, reason Reason, cause error) error {
+	if err := t.Check(ctx); err != nil {
+		return err // a copy published now would be confirmed and dropped
+	}
 	c := newCopy(t.pipeline, m, reason, cause, t.now())
 	msg := fitPubSub(c, t.name)
 	if c.Truncated != "" {
@@ -111,6 +222,19 @@ func (t *Topic) Send(ctx context.Context, m *source.Message, reason Reason, caus
 		return fmt.Errorf("publish to dead-letter topic %s: %w", t.name, err)
 	}
 	return nil
+}
+
+// Check returns nil unless the topic had no subscription (or no longer
+// existed) at the last check, made at most subscriptionCheckPeriod ago; it
+// checks again when that is older. It is the output's part of the
+// pipeline's readiness, and Send refuses copies while it fails (the
+// pipeline keeps their messages unacked and retries). Without
+// permission to list the topic's subscriptions it always returns nil.
+func (t *Topic) Check(ctx context.Context) error {
+	if t.subs == nil {
+		return nil
+	}
+	return t.subs.current(ctx, t.now())
 }
 
 // Close flushes the publisher and stops it. See Output. If ctx ends first,

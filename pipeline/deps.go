@@ -114,8 +114,15 @@ type Tracker interface {
 	Stats() watermark.Stats
 }
 
+// Checker is a part that can tell it is unusable; Ready asks it.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
 // DeadLetter sends copies of messages that can never be written (package
 // deadletter). When nil, such messages are nacked and logged: never acked.
+// One that is also a Checker (a topic output, which refuses copies while
+// its topic has no subscription) is part of the pipeline's readiness.
 type DeadLetter interface {
 	// Send returns nil once the output confirmed a durable copy of m.
 	Send(ctx context.Context, m *source.Message, reason deadletter.Reason, cause error) error

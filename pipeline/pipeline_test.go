@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,9 +55,10 @@ type sent struct {
 }
 
 type fakeDeadLetter struct {
-	mu   sync.Mutex
-	sent []sent
-	err  error
+	mu       sync.Mutex
+	sent     []sent
+	err      error
+	checkErr error // what Check answers
 }
 
 func (d *fakeDeadLetter) Send(_ context.Context, m *source.Message, reason deadletter.Reason, _ error) error {
@@ -70,6 +72,19 @@ func (d *fakeDeadLetter) Send(_ context.Context, m *source.Message, reason deadl
 }
 
 func (d *fakeDeadLetter) Close(context.Context) error { return nil }
+
+func (d *fakeDeadLetter) Check(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.checkErr
+}
+
+// receivingSource is a Source that is always receiving and delivers
+// nothing.
+type receivingSource struct{}
+
+func (receivingSource) Run(context.Context, context.Context, source.Handler) error { return nil }
+func (receivingSource) Receiving() bool                                            { return true }
 
 // fakeDedupe keeps committed keys in a map. It counts the Releases that
 // ended a hold, as the real one would: a Release after Commit, or a second
@@ -341,6 +356,24 @@ func TestFailingDeadLetterOutputNacks(t *testing.T) {
 	m := order("o1", "c9", "not json")
 	if p.Handle(ctx, m) {
 		t.Fatal("a message whose dead-letter copy was not confirmed must be nacked")
+	}
+}
+
+// TestReadyAsksTheDeadLetterOutput: an output that can tell it is unusable
+// (a topic that lost its subscription holds every copy) makes the pipeline
+// not ready, and the answer names it.
+func TestReadyAsksTheDeadLetterOutput(t *testing.T) {
+	dl := &fakeDeadLetter{}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Source: receivingSource{}, Sink: &fakeSink{}, DeadLetter: dl})
+	if err := p.Ready(context.Background()); err != nil {
+		t.Fatalf("Ready with a usable output: %v", err)
+	}
+	dl.mu.Lock()
+	dl.checkErr = errors.New("dead-letter topic projects/p/topics/dlq has no subscription")
+	dl.mu.Unlock()
+	err := p.Ready(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "dead_letter") || !strings.Contains(err.Error(), "projects/p/topics/dlq has no subscription") {
+		t.Fatalf("Ready = %v; want the dead-letter output's failure named", err)
 	}
 }
 

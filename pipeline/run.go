@@ -85,13 +85,19 @@ func (p *Pipeline) Close(ctx context.Context) error {
 	return first
 }
 
-// Ready returns nil when the pipeline is receiving and its sink answers.
+// Ready returns nil when the pipeline is receiving, its sink answers, and
+// its dead-letter output, if it is a Checker, is usable.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	if p.deps.Source == nil || !p.deps.Source.Receiving() {
 		return fmt.Errorf("pipeline %s is not receiving", p.name)
 	}
 	if err := p.deps.Sink.Check(ctx); err != nil {
 		return fmt.Errorf("pipeline %s: sink: %w", p.name, err)
+	}
+	if c, ok := p.deps.DeadLetter.(Checker); ok {
+		if err := c.Check(ctx); err != nil {
+			return fmt.Errorf("pipeline %s: dead_letter: %w", p.name, err)
+		}
 	}
 	return nil
 }
