@@ -1,0 +1,78 @@
+package deadletter
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pubsink/pubsink/source"
+)
+
+// Pub/Sub's documented limits on a published message (and so on any message
+// it delivered): at most 100 attributes, keys up to 256 bytes, values up to
+// 1024 bytes, and the request within MaxPublishRequestBytes.
+const (
+	maxAttrKeyBytes   = 256
+	maxAttrValueBytes = 1024
+)
+
+// FuzzFitPubSub builds an original within Pub/Sub's limits from a few
+// numbers (how many attributes, how long their keys and values, how much
+// data, how long the error text, which reason) and checks that its
+// dead-letter copy always fits them: a copy that does not fit would fail
+// on every retry, for ever. Run: go test -fuzz=FuzzFitPubSub ./deadletter
+func FuzzFitPubSub(f *testing.F) {
+	const limit = 10_000_000
+	f.Add(uint8(2), uint16(3), uint16(5), uint32(100), uint16(10), uint8(0))
+	f.Add(uint8(94), uint16(3), uint16(1), uint32(limit-2000), uint16(1000), uint8(1))          // the review's case
+	f.Add(uint8(100), uint16(256), uint16(1024), uint32(limit-130_000), uint16(5000), uint8(2)) // every attribute at its limit
+	f.Add(uint8(0), uint16(0), uint16(0), uint32(limit-10), uint16(0), uint8(3))
+	f.Fuzz(func(t *testing.T, attrs uint8, keyLen, valLen uint16, dataLen uint32, errLen uint16, reasonIdx uint8) {
+		orig := fuzzOriginal(int(attrs)%101, int(keyLen)%(maxAttrKeyBytes+1), int(valLen)%(maxAttrValueBytes+1), int(dataLen)%(limit+1))
+		if proto.Size(&pubsubpb.PubsubMessage{Data: orig.Data, Attributes: orig.Attributes}) > limit {
+			t.Skip("not a message Pub/Sub could have delivered")
+		}
+		c := newCopy("orders", orig, Reasons[int(reasonIdx)%len(Reasons)], errors.New(strings.Repeat("é", int(errLen))), time.Now())
+		const topic = "projects/p/topics/orders-dlq"
+		m := fitPubSub(c, topic)
+		if n := len(m.Attributes); n > maxAttributes {
+			t.Fatalf("%d attributes, over %d", n, maxAttributes)
+		}
+		for k, v := range m.Attributes {
+			if len(k) > maxAttrKeyBytes || len(v) > maxAttrValueBytes || !utf8.ValidString(v) {
+				t.Fatalf("attribute %q (%d bytes) = %d bytes, valid UTF-8 %v", k[:min(len(k), 20)], len(k), len(v), utf8.ValidString(v))
+			}
+		}
+		if got := proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes}); got > maxMessageBytes(topic) {
+			t.Fatalf("copy is %d bytes, over %d", got, maxMessageBytes(topic))
+		}
+		if m.Attributes[AttrReason] == "" || m.Attributes[AttrMessageID] != orig.ID {
+			t.Fatalf("the copy lost its reason or message ID: %v", m.Attributes[AttrReason])
+		}
+		if (c.Truncated != "") != (m.Attributes[AttrTruncated] != "") {
+			t.Fatalf("truncated %q but pubsink_truncated %q", c.Truncated, m.Attributes[AttrTruncated])
+		}
+	})
+}
+
+// fuzzOriginal is a delivered message of n attributes whose keys and values
+// are keyLen and valLen bytes (keys made distinct), and dataLen bytes of
+// data.
+func fuzzOriginal(n, keyLen, valLen, dataLen int) *source.Message {
+	attrs := make(map[string]string, n)
+	for i := range n {
+		k := fmt.Sprintf("k%03d", i)
+		if keyLen > len(k) {
+			k += strings.Repeat("x", keyLen-len(k))
+		}
+		attrs[k] = strings.Repeat("v", valLen)
+	}
+	return &source.Message{ID: "17000000000001", Data: make([]byte, dataLen), Attributes: attrs,
+		PublishTime: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)}
+}
