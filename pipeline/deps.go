@@ -34,6 +34,10 @@ type Deps struct {
 	Metrics    *metrics.Pipeline
 	// Retry is the backoff of transient failures; zero means retry.Default.
 	Retry retry.Policy
+	// DeadLetterWait bounds how long a message waits for a failing
+	// dead-letter output before it is nacked; zero means
+	// DefaultDeadLetterWait.
+	DeadLetterWait time.Duration
 }
 
 // The lifecycle a part may have. Each part's interface below says which of

@@ -60,9 +60,9 @@
 //	               dropped, a table recreated without it,        writes succeeded before; readiness fails
 //	               never created)                                naming the family; error log
 //	dedupe commit  catalog write fails                           retry (redelivery rewrites the same cells)
-//	dead letter    Send fails: topic deleted (NotFound),         retry; after shutdown_timeout nack, and
-//	               PermissionDenied, Unavailable, table or file  Pub/Sub redelivers: never acked
-//	               error, fsync error, output closed
+//	dead letter    Send fails: topic deleted (NotFound),         retry for DeadLetterWait (1 min), or
+//	               PermissionDenied, Unavailable, table or file  until shutdown_timeout after a stop; then
+//	               error, fsync error, output closed             nack, and Pub/Sub redelivers: never acked
 //	dead letter    no output configured                          nack and log an error (never acked)
 //	dead letter    copy over Pub/Sub's limits (Topic only)       truncated copy, pubsink_truncated
 //	any stage      work context ends (shutdown_timeout)          nack; Pub/Sub redelivers

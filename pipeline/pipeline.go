@@ -25,6 +25,7 @@ type Pipeline struct {
 	decoder  *decoder
 	deps     Deps
 	retry    retry.Policy
+	dlWait   time.Duration
 	inFlight *inFlight
 	// stopMembers ends the membership's renewals that Run started and
 	// waits for them; Close calls it.
@@ -47,7 +48,11 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 		decoder:  d,
 		deps:     deps,
 		retry:    deps.Retry,
+		dlWait:   deps.DeadLetterWait,
 		inFlight: newInFlight(),
+	}
+	if p.dlWait <= 0 {
+		p.dlWait = DefaultDeadLetterWait
 	}
 	if p.retry == (retry.Policy{}) {
 		p.retry = retry.Default
@@ -153,19 +158,44 @@ func (p *Pipeline) isLate(eventTime time.Time) bool {
 	return !wm.IsZero() && eventTime.Before(wm.Add(-p.cfg.Watermark.AllowedLateness))
 }
 
+// DefaultDeadLetterWait is how long a message waits for a failing
+// dead-letter output before it is nacked. Each waiting message holds a
+// flow-control slot: without a bound, enough poison during an outage of the
+// output would stop good traffic. A minute rides out a blip of Pub/Sub or
+// Bigtable; the nacked message comes back later and tries again.
+const DefaultDeadLetterWait = time.Minute
+
 // deadLetter sends m to the dead-letter output, retrying transient failures
-// of the output until ctx ends. Without an output, or if it keeps failing,
-// the message is nacked: it is never acked without a confirmed copy.
+// of the output for at most DeadLetterWait. Without an output, or if it
+// keeps failing, the message is nacked: it is never acked without a
+// confirmed copy. While it retries it counts in pubsink_dead_letter_held.
 func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, r *record, reason deadletter.Reason, cause error) Outcome {
 	if p.deps.DeadLetter == nil {
 		p.log.Error("message cannot be written and no dead_letter output is configured; nacking it",
 			zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
 		return Retry
 	}
-	err := p.retry.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
-		return p.deps.DeadLetter.Send(ctx, m, reason, cause)
-	}, p.logRetry(m, "dead-letter send"))
+	wctx, cancel := context.WithTimeout(ctx, p.dlWait)
+	defer cancel()
+	held, logRetry := false, p.logRetry(m, "dead-letter send")
+	err := p.retry.Do(wctx, func(error) bool { return wctx.Err() == nil }, func() error {
+		return p.deps.DeadLetter.Send(wctx, m, reason, cause)
+	}, func(attempt int, err error) {
+		if !held {
+			held = true
+			p.deps.Metrics.DeadLetterHeld.Inc()
+		}
+		logRetry(attempt, err)
+	})
+	if held {
+		p.deps.Metrics.DeadLetterHeld.Dec()
+	}
 	if err != nil {
+		if ctx.Err() == nil {
+			p.deps.Metrics.DeadLetterGaveUp.Inc()
+			p.log.Error("the dead-letter output kept failing; nacking the message, which comes back later",
+				zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Duration("waited", p.dlWait), zap.Error(err))
+		}
 		return Retry
 	}
 	r.reason = reason

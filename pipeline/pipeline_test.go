@@ -359,6 +359,41 @@ func TestFailingDeadLetterOutputNacks(t *testing.T) {
 	}
 }
 
+// TestAFailingDeadLetterOutputHoldsAMessageOnlySoLong: while the output
+// fails, the message waits (counted as held) for DeadLetterWait, then is
+// nacked and counted as given up, even though its context has no end: a
+// held message must not keep its flow-control slot for the life of the
+// process.
+func TestAFailingDeadLetterOutputHoldsAMessageOnlySoLong(t *testing.T) {
+	dl := &fakeDeadLetter{err: status.Error(codes.Unavailable, "dead-letter topic unreachable")}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}, DeadLetter: dl, DeadLetterWait: 300 * time.Millisecond})
+	done := make(chan bool)
+	start := time.Now()
+	go func() { done <- p.Handle(context.Background(), order("o1", "c9", "not json")) }()
+	held := false
+	for !held && time.Since(start) < 250*time.Millisecond {
+		held = metrics.Value(m.DeadLetterHeld) == 1
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !held {
+		t.Fatal("a message retrying a failing dead-letter output is not counted as held")
+	}
+	select {
+	case ack := <-done:
+		if ack {
+			t.Fatal("acked without a confirmed copy")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the message is still held 5s after a wait of 300ms")
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("gave up after %v, before the wait of 300ms", took)
+	}
+	if metrics.Value(m.DeadLetterHeld) != 0 || metrics.Value(m.DeadLetterGaveUp) != 1 {
+		t.Fatalf("held %v, gave up %v; want 0 and 1", metrics.Value(m.DeadLetterHeld), metrics.Value(m.DeadLetterGaveUp))
+	}
+}
+
 // TestReadyAsksTheDeadLetterOutput: an output that can tell it is unusable
 // (a topic that lost its subscription holds every copy) makes the pipeline
 // not ready, and the answer names it.

@@ -33,6 +33,8 @@ type Metrics struct {
 	renewals      *prometheus.CounterVec
 	renewFailures *prometheus.CounterVec
 	wmLeader      *prometheus.GaugeVec
+	dlHeld        *prometheus.GaugeVec
+	dlGaveUp      *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
 }
 
@@ -66,6 +68,7 @@ func New() *Metrics {
 		conditional:   counter("pubsink_dedupe_conditional_claims_total", "Dedupe claims made with a conditional mutation, because another process may run the pipeline.", pl...),
 		renewals:      counter("pubsink_membership_renewals_total", "Successful writes of this process's membership cell.", pl...),
 		renewFailures: counter("pubsink_membership_renewal_failures_total", "Failed renewals (writes or reads) of this process's membership.", pl...),
+		dlGaveUp:      counter("pubsink_dead_letter_gave_up_total", "Messages nacked because the dead-letter output kept failing for the whole wait (a minute by default); they come back and try again.", pl...),
 		takeovers:     counter("pubsink_watermark_leader_takeovers_total", "Times this process took the lease of the pipeline's watermark leader.", pl...),
 	}
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
@@ -77,7 +80,8 @@ func New() *Metrics {
 	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_members", Help: "Processes running the pipeline that this one sees live, itself included."}, pl)
 	m.alone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_membership_alone", Help: "1 while this process is provably the only one running the pipeline and claims keys on the fast path, else 0."}, pl)
 	m.wmLeader = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_leader", Help: "1 while this process leads the pipeline's watermark (reads the tracking subscription and stores the watermark), else 0."}, pl)
-	r.MustRegister(m.wmLeader)
+	m.dlHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dead_letter_held", Help: "Messages waiting, each in a flow-control slot, for a dead-letter output that failed at least once."}, pl)
+	r.MustRegister(m.wmLeader, m.dlHeld)
 	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate, m.members, m.alone)
 	return m
 }
@@ -106,7 +110,11 @@ type Pipeline struct {
 	RenewFailures prometheus.Counter
 	// WatermarkLeader and Takeovers are the watermark's leadership.
 	WatermarkLeader prometheus.Gauge
-	Takeovers       prometheus.Counter
+	// DeadLetterHeld and DeadLetterGaveUp follow a failing dead-letter
+	// output.
+	DeadLetterHeld   prometheus.Gauge
+	DeadLetterGaveUp prometheus.Counter
+	Takeovers        prometheus.Counter
 
 	deadLettered *prometheus.CounterVec
 	sinkErrors   *prometheus.CounterVec
@@ -115,29 +123,31 @@ type Pipeline struct {
 // Pipeline returns the metrics of the pipeline called name.
 func (m *Metrics) Pipeline(name string) *Pipeline {
 	return &Pipeline{
-		Received:        m.received.WithLabelValues(name),
-		Committed:       m.committed.WithLabelValues(name),
-		Duplicate:       m.duplicate.WithLabelValues(name),
-		Late:            m.late.WithLabelValues(name),
-		Dropped:         m.dropped.WithLabelValues(name),
-		Retried:         m.retried.WithLabelValues(name),
-		InFlight:        m.inFlight.WithLabelValues(name),
-		Watermark:       m.watermark.WithLabelValues(name),
-		SinkWrite:       m.sinkWrite.WithLabelValues(name),
-		CommitLatency:   m.commitLatency.WithLabelValues(name),
-		Lookups:         m.lookups.WithLabelValues(name),
-		FilterFill:      m.filterFill.WithLabelValues(name),
-		FilterFPRate:    m.filterFPRate.WithLabelValues(name),
-		Conflicts:       m.conflicts.WithLabelValues(name),
-		Conditional:     m.conditional.WithLabelValues(name),
-		Members:         m.members.WithLabelValues(name),
-		Alone:           m.alone.WithLabelValues(name),
-		Renewals:        m.renewals.WithLabelValues(name),
-		RenewFailures:   m.renewFailures.WithLabelValues(name),
-		WatermarkLeader: m.wmLeader.WithLabelValues(name),
-		Takeovers:       m.takeovers.WithLabelValues(name),
-		deadLettered:    m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
-		sinkErrors:      m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		Received:         m.received.WithLabelValues(name),
+		Committed:        m.committed.WithLabelValues(name),
+		Duplicate:        m.duplicate.WithLabelValues(name),
+		Late:             m.late.WithLabelValues(name),
+		Dropped:          m.dropped.WithLabelValues(name),
+		Retried:          m.retried.WithLabelValues(name),
+		InFlight:         m.inFlight.WithLabelValues(name),
+		Watermark:        m.watermark.WithLabelValues(name),
+		SinkWrite:        m.sinkWrite.WithLabelValues(name),
+		CommitLatency:    m.commitLatency.WithLabelValues(name),
+		Lookups:          m.lookups.WithLabelValues(name),
+		FilterFill:       m.filterFill.WithLabelValues(name),
+		FilterFPRate:     m.filterFPRate.WithLabelValues(name),
+		Conflicts:        m.conflicts.WithLabelValues(name),
+		Conditional:      m.conditional.WithLabelValues(name),
+		Members:          m.members.WithLabelValues(name),
+		Alone:            m.alone.WithLabelValues(name),
+		Renewals:         m.renewals.WithLabelValues(name),
+		RenewFailures:    m.renewFailures.WithLabelValues(name),
+		WatermarkLeader:  m.wmLeader.WithLabelValues(name),
+		DeadLetterHeld:   m.dlHeld.WithLabelValues(name),
+		DeadLetterGaveUp: m.dlGaveUp.WithLabelValues(name),
+		Takeovers:        m.takeovers.WithLabelValues(name),
+		deadLettered:     m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		sinkErrors:       m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
 
