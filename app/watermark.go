@@ -24,6 +24,15 @@ const (
 	trackingStreamsFactor  = 2
 	trackingMinOutstanding = 10_000
 	trackingOutstandingMul = 10
+	// The tracking subscription's byte budget is its own, a quarter of the
+	// main one's (at least 8 MiB): its messages are held for microseconds,
+	// so the budget only bounds a burst in transit.
+	trackingBytesDiv = 4
+	trackingMinBytes = 8 << 20
+	// pendingBytesPerEntry converts the main budget into the tracker's
+	// bound on unfinished messages (Config.MaxPending): at about 13-17
+	// bytes each, maxBytes/32 entries take about half the main budget.
+	pendingBytesPerEntry = 32
 )
 
 // tracker builds the watermark tracker of a pipeline with a tracking
@@ -39,7 +48,7 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 	cfg.Streams = max(trackingStreamsFactor*pc.Source.Streams, trackingMinStreams)
 	cfg.MaxOutstandingMessages = max(trackingOutstandingMul*pc.Source.MaxOutstandingMessages, trackingMinOutstanding)
 	tracking := source.New(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
-		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, maxBytes)
+		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, max(maxBytes/trackingBytesDiv, trackingMinBytes))
 
 	trackingTopic, err := tracking.Check(ctx)
 	if err != nil {
@@ -64,8 +73,9 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		Metrics:            m,
 		// One member leads the watermark (a lease in the state table);
 		// the others report their finishes to it.
-		Member: mb.ID(),
-		Peers:  mb.Peers,
+		Member:     mb.ID(),
+		Peers:      mb.Peers,
+		MaxPending: maxBytes / pendingBytesPerEntry,
 	}
 	if a.streams != nil {
 		name := tracking.Subscription()

@@ -71,7 +71,14 @@
 // on the main subscription), plus those finished and not yet received (a
 // backlog on the tracking subscription): about 13 bytes per message at
 // 10,000 messages a second, 17 at 1,000, measured by
-// TestMemoryPerMillionTrackedMessages.
+// TestMemoryPerMillionTrackedMessages. The received-and-unfinished part is
+// bounded by Config.MaxPending (app gives max_outstanding_bytes / 32
+// entries, about half that budget): at the bound the tracking handler waits,
+// the client's flow control pauses the tracking subscription, silence meanwhile
+// is no evidence of an idle topic, and the watermark holds (it could not pass
+// the oldest pending message anyway) until the pipeline catches up. The
+// bound is checked against the count of the last tick, so one tick's
+// deliveries may pass it (TestTheTrackerPausesAtItsPendingBudget).
 //
 // When caught up under steady traffic the watermark is about band + transit
 // (11s by default) behind real time when event times equal publish times;

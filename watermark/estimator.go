@@ -2,6 +2,7 @@ package watermark
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,7 +53,8 @@ type estimator struct {
 	// start before any.
 	lastSeen int64
 	lastTick int64
-	last     scan // the latest sweep, for Stats
+	last     scan         // the latest sweep, for Stats
+	pending  atomic.Int64 // last.pending, read by the tracking handlers
 }
 
 type tick struct {
@@ -268,6 +270,7 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 	}
 	sc := e.hist.sweep(horizonSec, floorDiv(bandStart, 1e9))
 	e.last = sc
+	e.pending.Store(sc.pending)
 
 	if tc != never && !e.guard {
 		c := min(tc-p.band, sc.minPending, sc.minBand)
@@ -282,6 +285,10 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 // tracker stops waiting for messages published before the start that it
 // received and no member holds or reported (see doc.go, "Restart").
 const forgetAfter = 2
+
+// pendingCount is the number of pending messages as of the last tick. It
+// is an atomic load, for the tracking handlers.
+func (e *estimator) pendingCount() int64 { return e.pending.Load() }
 
 // quiet is how long a subscription must deliver nothing, after its last
 // delivery at last, to count as drained: one idle period, or startupQuiet
@@ -339,7 +346,10 @@ type Stats struct {
 	// Leading is true while this process leads the pipeline's watermark;
 	// Leader is the member named by the leader cell as last read ("" if
 	// vacant), Takeovers the times this process took the lease.
-	Leading   bool   `json:"leading"`
+	Leading bool `json:"leading"`
+	// Paused is true while the tracking subscription waits for the pending
+	// messages to drop under Config.MaxPending.
+	Paused    bool   `json:"paused"`
 	Leader    string `json:"leader,omitempty"`
 	Takeovers int64  `json:"takeovers"`
 	// Duplicate and ignored arrivals, since the start.

@@ -67,6 +67,12 @@ type Config struct {
 	// (package members): the leader waits for a report from each before
 	// its startup guard may drop.
 	Peers func() []string
+	// MaxPending bounds the messages the tracker keeps that it received and
+	// the pipeline has not finished (about 13-17 bytes each): at the bound
+	// the tracking handler waits, so the tracking subscription pauses, and
+	// the watermark holds (it could not pass the oldest of them anyway)
+	// until the pipeline catches up. Zero: no bound.
+	MaxPending int64
 	// LeaderLease is how long the leader cell may stay unchanged before
 	// another member takes it over (default DefaultLeaderLease).
 	LeaderLease time.Duration
@@ -117,6 +123,10 @@ type Tracker struct {
 	// tracking handler acks nothing after it (a paused leader that wakes).
 	trustUntil atomic.Int64
 	leader     atomic.Pointer[string] // the leader cell's member, as last read
+	// waiting counts the tracking handlers waiting for the pending count to
+	// drop under MaxPending; pausedTick says one waited since the last tick.
+	waiting    atomic.Int64
+	pausedTick atomic.Bool
 	takeovers  atomic.Int64
 
 	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
@@ -264,9 +274,12 @@ func (t *Tracker) WatchInFlight(oldest func() (time.Time, bool)) {
 // that can no longer be sure it leads (its lease may have been taken over:
 // a process paused past its lease, an outage of the state table) acks
 // nothing: the message goes back to the subscription for the next leader.
-func (t *Tracker) receive(_ context.Context, m *source.Message) bool {
+func (t *Tracker) receive(ctx context.Context, m *source.Message) bool {
 	e := t.est.Load()
 	if e == nil || (t.lead != nil && int64(t.cfg.Now().Sub(t.base)) >= t.trustUntil.Load()) {
+		return false
+	}
+	if t.cfg.MaxPending > 0 && e.pendingCount() >= t.cfg.MaxPending && !t.waitForRoom(ctx, e) {
 		return false
 	}
 	et, err := t.eventTime.Of(m.Attributes, m.PublishTime)
@@ -274,6 +287,26 @@ func (t *Tracker) receive(_ context.Context, m *source.Message) bool {
 		et = m.PublishTime
 	}
 	e.seen(m.ID, m.PublishTime, et)
+	return true
+}
+
+// waitForRoom holds a tracking handler until the pending messages are under
+// MaxPending again (the pipeline finished some), so that the tracker's
+// memory stays bounded: the client's flow control then stops the tracking
+// stream, and the message waits here, leased, not lost. While a handler
+// waits the tracker's silence is no evidence of an idle topic (step). It
+// returns false if ctx ends first.
+func (t *Tracker) waitForRoom(ctx context.Context, e *estimator) bool {
+	t.waiting.Add(1)
+	defer t.waiting.Add(-1)
+	for e.pendingCount() >= t.cfg.MaxPending {
+		t.pausedTick.Store(true)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(t.cfg.Tick):
+		}
+	}
 	return true
 }
 
@@ -534,6 +567,9 @@ func (t *Tracker) step(e *estimator, peers *peerReports) {
 			in.broke = st.Broke.UnixNano()
 		}
 	}
+	if t.pausedTick.Swap(false) || t.waiting.Load() > 0 {
+		in.down = true // paused at MaxPending: messages wait in the subscription
+	}
 	if wm := e.tick(now, in); wm != never {
 		t.publish(wm)
 	}
@@ -558,9 +594,9 @@ const heldWarning = 5 * time.Minute
 
 // warnings is what the leader's io work has said, so that it says it once.
 type warnings struct {
-	warned, began time.Time
-	guard         bool
-	breaks        int64
+	warned, began, paused time.Time
+	guard                 bool
+	breaks                int64
 }
 
 // ioLoop is the leader's io work every StoreEvery when there is no lease
@@ -599,6 +635,11 @@ func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
 	}
 	cancel()
 	st := e.stats()
+	if t.waiting.Load() > 0 && now.Sub(w.paused) > time.Minute {
+		w.paused = now
+		t.log.Warn("the tracker holds as many unfinished messages as its budget allows: the tracking subscription is paused and the watermark holds until the pipeline catches up",
+			zap.Int64("pending", st.Pending), zap.Int64("max_pending", t.cfg.MaxPending))
+	}
 	if w.guard && !st.StartupGuard {
 		w.guard = false
 		t.log.Info("startup guard off: the pipeline finished every message published before the start", zap.Time("watermark", t.Watermark()))
@@ -707,5 +748,6 @@ func (t *Tracker) Stats() Stats {
 		s.Leader = *l
 	}
 	s.Takeovers = t.takeovers.Load()
+	s.Paused = t.waiting.Load() > 0
 	return s
 }

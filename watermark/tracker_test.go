@@ -403,3 +403,59 @@ func (s blockingStore) Save(ctx context.Context, _ string, _ time.Time) (bool, e
 		return false, fmt.Errorf("save: %w", ctx.Err())
 	}
 }
+
+// TestTheTrackerPausesAtItsPendingBudget: with the pipeline holding
+// everything, the tracker keeps at most MaxPending (plus what arrived
+// within one tick) unfinished messages, pausing the tracking subscription,
+// and resumes once the pipeline catches up: every message is then seen and
+// the watermark passes them all.
+func TestTheTrackerPausesAtItsPendingBudget(t *testing.T) {
+	ps := newFakePubSub(t)
+	cfg := fastConfig(metrics.New().Pipeline("orders"))
+	cfg.MaxPending = 20
+	tr, err := NewTracker(ps.source(ps.tracking), newStateTable(t), zap.NewNop(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held inFlight
+	tr.WatchInFlight(held.oldest)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	release := make(chan struct{})
+	et, _ := NewEventTime("ts", config.TimestampAuto)
+	wg.Add(2)
+	go func() { defer wg.Done(); tr.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		ps.source(ps.main).Run(ctx, context.WithoutCancel(ctx), func(hctx context.Context, msg *source.Message) bool {
+			defer held.add(msg.PublishTime)()
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return false
+			}
+			ev, _ := et.Of(msg.Attributes, msg.PublishTime)
+			return tr.Finished(hctx, msg, ev) == nil
+		})
+	}()
+	waitFor(t, "leading", 5*time.Second, tr.Leading)
+	var last time.Time
+	for i := range 60 {
+		last = time.Now().Add(time.Duration(i) * time.Millisecond)
+		ps.publish(t, last)
+	}
+	waitFor(t, "paused", 5*time.Second, func() bool { return tr.Stats().Paused })
+	time.Sleep(300 * time.Millisecond)
+	// Pending is counted once a tick: what arrives within one tick may
+	// pass the budget.
+	if st := tr.Stats(); st.Pending < 20 || st.Pending > 25 || !st.Paused {
+		t.Fatalf("stats %+v with a budget of 20 and 60 published: want about 20 pending and the rest held back", st)
+	}
+	close(release)
+	waitFor(t, "everything seen and finished", 10*time.Second, func() bool {
+		st := tr.Stats()
+		return st.Pending == 0 && !st.Paused && !tr.Watermark().Before(last.Add(-cfg.Band))
+	})
+}
