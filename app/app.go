@@ -19,6 +19,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/internal/retry"
 	"github.com/pubsink/pubsink/internal/server"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/members"
@@ -73,17 +74,26 @@ type App struct {
 	streams   *source.StreamWatch
 	bigtables map[bigtableKey]*bigtable.Client
 	// id names this process among the members of its pipelines.
-	id        string
-	pipelines []*pipeline.Pipeline
-	server    *server.Server
+	id     string
+	server *server.Server
+
+	mu        sync.RWMutex
+	pipelines []*pipeline.Pipeline // set once every start-up check passed
+	starting  string               // what the start waits for; "" once started
 }
 
-// Open connects the clients, checks that every subscription exists and
-// builds the pipelines. It returns an error naming what is missing.
+// Open connects the clients, starts the HTTP server (/healthz answers at
+// once, /readyz says what the start waits for), checks that every
+// subscription, table and output exists and builds the pipelines. A check
+// that fails for a transient reason (Pub/Sub or Bigtable unreachable or
+// slow) is retried with backoff until ctx ends, each attempt bounded and
+// logged; any other failure returns an error naming what is missing. When
+// ctx ends first it returns ctx's error.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
 	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}, id: members.NewID()}
 	defer func() {
 		if err != nil {
+			a.stopServer()
 			a.closeClients()
 		}
 	}()
@@ -95,23 +105,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 		}
 		a.ownPubSub = true
 	}
-	if err := a.checkStateTable(ctx); err != nil {
-		return nil, err
-	}
-	if err := a.checkCatalogGC(ctx); err != nil {
-		return nil, err
-	}
-	memLimit := opts.MemoryLimit
-	if memLimit == 0 {
-		memLimit = memoryLimit()
-	}
-	for _, pc := range cfg.Pipelines {
-		p, err := a.build(ctx, pc, memLimit)
-		if err != nil {
-			return nil, fmt.Errorf("pipeline %s: %w", pc.Name, err)
-		}
-		a.pipelines = append(a.pipelines, p)
-	}
+	a.setStarting("starting: checking the subscriptions, tables and outputs")
 	addr := cfg.HTTP.Addr
 	if opts.HTTPAddr != "" {
 		addr = opts.HTTPAddr
@@ -121,8 +115,108 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 		if err != nil {
 			return nil, fmt.Errorf("http.addr %s: %w", addr, err)
 		}
+		go func() {
+			if err := a.server.Serve(); err != nil {
+				a.log.Error("http server failed", zap.Error(err))
+			}
+		}()
 	}
+	if err := a.startupChecks(ctx); err != nil {
+		return nil, err
+	}
+	a.setStarting("")
 	return a, nil
+}
+
+// Start-up checks: each attempt of the whole sequence is bounded, and a
+// transient failure is retried after a backoff growing to half a minute.
+var startupAttemptTimeout = 20 * time.Second
+
+var startupBackoff = retry.Policy{Initial: time.Second, Max: 30 * time.Second}
+
+// startupChecks runs checkAndBuild until it succeeds, fails permanently,
+// or ctx ends.
+func (a *App) startupChecks(ctx context.Context) error {
+	return startupBackoff.Do(ctx, func(err error) bool { return ctx.Err() == nil && startupTransient(err) }, func() error {
+		actx, cancel := context.WithTimeout(ctx, startupAttemptTimeout)
+		defer cancel()
+		return a.checkAndBuild(actx)
+	}, func(attempt int, err error) {
+		waiting := a.endpoints()
+		a.setStarting(fmt.Sprintf("starting: waiting for %s: %v", waiting, err))
+		a.log.Warn("a start-up check failed for a transient reason; retrying", zap.String("waiting_for", waiting),
+			zap.Int("attempt", attempt), zap.Error(err))
+	})
+}
+
+// checkAndBuild is one attempt at the start-up checks and the pipelines.
+func (a *App) checkAndBuild(ctx context.Context) error {
+	if err := a.checkStateTable(ctx); err != nil {
+		return err
+	}
+	if err := a.checkCatalogGC(ctx); err != nil {
+		return err
+	}
+	memLimit := a.opts.MemoryLimit
+	if memLimit == 0 {
+		memLimit = memoryLimit()
+	}
+	var built []*pipeline.Pipeline
+	for _, pc := range a.cfg.Pipelines {
+		p, err := a.build(ctx, pc, memLimit)
+		if err != nil {
+			return fmt.Errorf("pipeline %s: %w", pc.Name, err)
+		}
+		built = append(built, p)
+	}
+	a.mu.Lock()
+	a.pipelines = built
+	a.mu.Unlock()
+	return nil
+}
+
+// startupTransient says which start-up failures are worth waiting out: a
+// service unreachable, overloaded or slow. A missing resource, a refusal
+// or a mismatch is the configuration's, and is reported at once.
+func startupTransient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// endpoints names the services the start-up checks talk to, for the log.
+func (a *App) endpoints() string {
+	if a.opts.PubSub != nil || a.opts.Bigtable != nil {
+		return "the Pub/Sub and Bigtable clients given"
+	}
+	return "Pub/Sub at " + envOr("PUBSUB_EMULATOR_HOST", "pubsub.googleapis.com:443") +
+		" and Bigtable at " + envOr("BIGTABLE_EMULATOR_HOST", "bigtable.googleapis.com:443")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (a *App) setStarting(s string) {
+	a.mu.Lock()
+	a.starting = s
+	a.mu.Unlock()
+}
+
+func (a *App) stopServer() {
+	if a.server != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		a.server.Shutdown(sctx)
+		cancel()
+	}
 }
 
 // build wires one pipeline from its configuration.
@@ -253,16 +347,27 @@ func (a *App) Addr() string {
 	return a.server.Addr()
 }
 
-// Pipelines returns the pipelines, in configuration order.
-func (a *App) Pipelines() []*pipeline.Pipeline { return a.pipelines }
+// Pipelines returns the pipelines, in configuration order (none until the
+// start-up checks passed).
+func (a *App) Pipelines() []*pipeline.Pipeline {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.pipelines
+}
 
 // Metrics returns the process's metrics.
 func (a *App) Metrics() *metrics.Metrics { return a.metrics }
 
 // Ready returns nil when every pipeline is ready (pipeline.Ready).
 func (a *App) Ready(ctx context.Context) error {
+	a.mu.RLock()
+	starting := a.starting
+	a.mu.RUnlock()
+	if starting != "" {
+		return errors.New(starting)
+	}
 	var errs []error
-	for _, p := range a.pipelines {
+	for _, p := range a.Pipelines() {
 		errs = append(errs, p.Ready(ctx))
 	}
 	return errors.Join(errs...)
@@ -273,7 +378,7 @@ func (a *App) Status() any {
 	out := struct {
 		Pipelines []pipeline.Status `json:"pipelines"`
 	}{}
-	for _, p := range a.pipelines {
+	for _, p := range a.Pipelines() {
 		out.Pipelines = append(out.Pipelines, p.Status())
 	}
 	return out
@@ -311,14 +416,6 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	go func() { <-runCtx.Done(); stopWork() }()
 
-	if a.server != nil {
-		go func() {
-			if err := a.server.Serve(); err != nil {
-				a.log.Error("http server failed", zap.Error(err))
-			}
-		}()
-	}
-
 	var g errgroup.Group
 	for _, p := range a.pipelines {
 		g.Go(func() error {
@@ -344,11 +441,7 @@ func (a *App) Run(ctx context.Context) error {
 			a.log.Error("closing the pipeline was cut short", zap.String("pipeline", p.Name()), zap.Error(err))
 		}
 	}
-	if a.server != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		a.server.Shutdown(sctx)
-		scancel()
-	}
+	a.stopServer()
 	a.closeClients()
 	return runErr
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.uber.org/zap"
 	"io"
 	"os"
 	"path/filepath"
@@ -95,6 +96,12 @@ func RunFile(ctx context.Context, path string, logs io.Writer) error {
 
 	a, err := Open(ctx, log, cfg, Options{MemoryLimit: limit})
 	if err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM while the start-up checks waited: nothing was
+			// received yet, so the stop is clean.
+			log.Info("stopped during start-up", zap.Error(err))
+			return nil
+		}
 		return err
 	}
 	return a.Run(ctx)
