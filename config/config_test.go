@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -411,6 +412,25 @@ func FuzzParse(f *testing.F) {
 		var problems Problems
 		if err != nil && (!errors.As(err, &problems) || len(problems) == 0) {
 			t.Fatalf("Parse error %v is not a non-empty Problems", err)
+		}
+		if err != nil {
+			return
+		}
+		// An accepted configuration is final: validating it again finds
+		// nothing and changes nothing, and the same file parses to the
+		// same configuration.
+		before := fmt.Sprintf("%#v", *cfg)
+		c := &collector{}
+		validate(cfg, c)
+		if len(c.list) > 0 {
+			t.Fatalf("an accepted configuration fails validation again: %v", c.list)
+		}
+		if after := fmt.Sprintf("%#v", *cfg); after != before {
+			t.Fatalf("validating an accepted configuration changed it:\n%s\n%s", before, after)
+		}
+		again, err := Parse(data)
+		if err != nil || fmt.Sprintf("%#v", *again) != before {
+			t.Fatalf("the same file parses differently the second time (%v)", err)
 		}
 	})
 }
