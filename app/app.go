@@ -121,7 +121,11 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 			}
 		}()
 	}
-	if err := a.startupChecks(ctx); err != nil {
+	memLimit := opts.MemoryLimit
+	if memLimit == 0 {
+		memLimit = memoryLimit()
+	}
+	if err := a.startupChecks(ctx, memLimit); err != nil {
 		return nil, err
 	}
 	a.setStarting("")
@@ -136,11 +140,11 @@ var startupBackoff = retry.Policy{Initial: time.Second, Max: 30 * time.Second}
 
 // startupChecks runs checkAndBuild until it succeeds, fails permanently,
 // or ctx ends.
-func (a *App) startupChecks(ctx context.Context) error {
+func (a *App) startupChecks(ctx context.Context, memLimit int64) error {
 	return startupBackoff.Do(ctx, func(err error) bool { return ctx.Err() == nil && startupTransient(err) }, func() error {
 		actx, cancel := context.WithTimeout(ctx, startupAttemptTimeout)
 		defer cancel()
-		return a.checkAndBuild(actx)
+		return a.checkAndBuild(actx, memLimit)
 	}, func(attempt int, err error) {
 		waiting := a.endpoints()
 		a.setStarting(fmt.Sprintf("starting: waiting for %s: %v", waiting, err))
@@ -150,16 +154,12 @@ func (a *App) startupChecks(ctx context.Context) error {
 }
 
 // checkAndBuild is one attempt at the start-up checks and the pipelines.
-func (a *App) checkAndBuild(ctx context.Context) error {
+func (a *App) checkAndBuild(ctx context.Context, memLimit int64) error {
 	if err := a.checkStateTable(ctx); err != nil {
 		return err
 	}
 	if err := a.checkCatalogGC(ctx); err != nil {
 		return err
-	}
-	memLimit := a.opts.MemoryLimit
-	if memLimit == 0 {
-		memLimit = memoryLimit()
 	}
 	var built []*pipeline.Pipeline
 	for _, pc := range a.cfg.Pipelines {
