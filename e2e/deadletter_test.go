@@ -499,6 +499,83 @@ func TestBigtableStallDeadLettersNothingAndLosesNothing(t *testing.T) {
 		stall, before, during, counter.failures.Load(), st.Retried, n)
 }
 
+// TestABigtableStallMakesOneDeadLetterCopyPerPoisonMessage: in
+// exactly_once mode, poison interleaved with good messages during a
+// Bigtable stall, on a subscription with more backlog than flow control
+// admits, so that the emulator sends many messages twice (see
+// internal/testenv/emulator's doc): every good message is written once and
+// every poison message has exactly one dead-letter copy, however often it
+// was delivered.
+func TestABigtableStallMakesOneDeadLetterCopyPerPoisonMessage(t *testing.T) {
+	const n = 5000
+	const poison = 100
+	e := newEnv(t)
+	_, cfg := e.writeConfig(e.configYAML(config.ModeExactlyOnce, e.deadLetterYAML(deadletter.KindTopic)))
+	_, dlSub, _ := e.deadLetterNames()
+	proxy, err := faultproxy.Start(e.bt.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	viaProxy := &emulator.Bigtable{Host: proxy.Addr()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := app.Open(ctx, nopLogger(), cfg, app.Options{
+		PubSub: e.pubsub,
+		Bigtable: func(ctx context.Context, inst string) (*bigtable.Client, error) {
+			c, admin, err := viaProxy.Clients(ctx, project, inst)
+			if admin != nil {
+				admin.Close()
+			}
+			return c, err
+		},
+		HTTPAddr: "-",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	e.publish(0, 500)
+	e.waitRows(e.table, 500, time.Minute)
+	proxy.Stall()
+	for i := 0; i < poison; i++ {
+		e.publish(500+i*(n-500)/poison, 500+(i+1)*(n-500)/poison)
+		e.publishOne("not json", map[string]string{"id": fmt.Sprintf("p%04d", i), "ts": "1"})
+	}
+	p := a.Pipelines()[0]
+	time.Sleep(15 * time.Second)
+	proxy.Resume()
+	e.waitRows(e.table, n, 3*time.Minute)
+	waitCommitted(t, p, n, 30*time.Second)
+	time.Sleep(5 * time.Second)
+	st := p.Status()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	copies := map[string]int{}
+	for _, m := range e.pull(dlSub, poison, time.Minute) {
+		copies[m.Attributes["id"]]++
+	}
+	doubled := 0
+	for _, c := range copies {
+		doubled += c - 1
+	}
+	t.Logf("%d deliveries of %d messages (%d duplicates); %d dead-letter copies of %d poison messages",
+		st.Received, n+poison, st.Duplicate, len(copies)+doubled, poison)
+	if st.Received <= n+poison {
+		t.Fatalf("%d deliveries of %d messages: nothing was delivered twice, the test did not bite", st.Received, n+poison)
+	}
+	if len(copies) != poison || doubled != 0 {
+		t.Errorf("%d poison messages have a copy, %d copies too many; want each of %d once", len(copies), doubled, poison)
+	}
+	if got := st.DeadLettered[string(deadletter.InvalidPayload)]; got != poison {
+		t.Errorf("dead_lettered{invalid_payload} = %d, want %d", got, poison)
+	}
+	e.checkRows(n)
+}
+
 // TestReplayRoundTrip dead-letters messages under a broken config, fixes
 // the config, replays (dry run, --reason, --limit, then the rest), and
 // finds every row written once and the dead-letter output drained; for a

@@ -17,6 +17,9 @@
 //     then the ack. A message is dead-lettered only for bad input, a late
 //     event under late_data: dead_letter, or a sink's proven rejection, and
 //     acked only after the dead-letter output confirmed the copy.
+//     In exactly_once mode the copy is claimed under its own dedupe key
+//     (deadLetterKey: the message ID) and recorded after the output
+//     confirmed it, so a redelivery makes no second copy.
 //   - Transient failures (everything but a rejection) are retried with
 //     capped, jittered backoff for as long as the work context lasts; they
 //     are never dead-lettered. When the context ends the message is nacked.
@@ -63,6 +66,11 @@
 //	dead letter    Send fails: topic deleted (NotFound),         retry for DeadLetterWait (1 min), or
 //	               PermissionDenied, Unavailable, table or file  until shutdown_timeout after a stop; then
 //	               error, fsync error, output closed             nack, and Pub/Sub redelivers: never acked
+//	dead letter    exactly_once: a redelivery of a message whose  duplicate: acked, no second copy (the
+//	               copy was confirmed                            copy's own dedupe key, recorded once the
+//	                                                             output confirmed it)
+//	dead letter    exactly_once: catalog unreadable (the copy's  retry; no copy is sent unclaimed
+//	               claim)
 //	dead letter    no output configured                          nack and log an error (never acked)
 //	dead letter    copy over Pub/Sub's limits (Topic only)       truncated copy, pubsink_truncated
 //	any stage      work context ends (shutdown_timeout)          nack; Pub/Sub redelivers

@@ -175,6 +175,27 @@ func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, r *record,
 			zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
 		return Retry
 	}
+	// In exactly_once mode the copy is claimed under its own dedupe key,
+	// which names the delivery: a redelivery of a message whose copy was
+	// confirmed (Pub/Sub's at-least-once delivery, a lost ack, a stream
+	// that sent it twice) is a duplicate, acked without a second copy.
+	var claim dedupe.Claim
+	defer func() { claim.Release() }()
+	if p.deps.Dedupe != nil {
+		var dup bool
+		err := p.retry.Do(ctx, transient(ctx), func() (err error) {
+			claim, dup, err = p.deps.Dedupe.Claim(ctx, deadLetterKey(m.ID), m.ID)
+			return err
+		}, p.logRetry(m, "dead-letter claim"))
+		if err != nil {
+			return Retry
+		}
+		if dup {
+			p.log.Info("already dead-lettered; acking the redelivery without a second copy",
+				zap.String("message_id", m.ID), zap.String("reason", string(reason)))
+			return Duplicate
+		}
+	}
 	wctx, cancel := context.WithTimeout(ctx, p.dlWait)
 	defer cancel()
 	held, logRetry := false, p.logRetry(m, "dead-letter send")
@@ -198,10 +219,30 @@ func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, r *record,
 		}
 		return Retry
 	}
+	if claim.Held() {
+		// The copy is durable; now its key. If recording it fails, the
+		// message is still acked: the copy is confirmed, and only a
+		// redelivery despite the ack could make a second one.
+		cctx, cancel := context.WithTimeout(ctx, p.dlWait)
+		defer cancel()
+		err := p.retry.Do(cctx, transient(cctx), func() error {
+			return claim.Commit(cctx)
+		}, p.logRetry(m, "dead-letter commit"))
+		if err != nil {
+			p.log.Warn("the dead-letter copy is confirmed but its dedupe record could not be written; a redelivery would copy it again",
+				zap.String("message_id", m.ID), zap.Error(err))
+		}
+	}
 	r.reason = reason
 	p.log.Warn("dead-lettered", zap.String("message_id", m.ID), zap.String("reason", string(reason)), zap.Error(cause))
 	return DeadLettered
 }
+
+// deadLetterKey is the dedupe key of the dead-letter copy of the message
+// with ID id. It starts with 0xff, a byte that no valid UTF-8 string holds:
+// a key from a message ID or an attribute (both UTF-8, as Pub/Sub requires)
+// can never be equal to it.
+func deadLetterKey(id string) string { return "\xffdead-letter\xff" + id }
 
 // finish accounts for the outcome: the watermark tracker, then metrics. It
 // returns the outcome to act on: Retry if the tracker could not be told

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -587,7 +588,7 @@ func TestEveryOutcomeEndsTheHold(t *testing.T) {
 		released  int
 	}{
 		{"committed: recorded, not released", nil, time.Time{}, true, 1, 0},
-		{"sink rejection: dead-lettered and released", rejected, time.Time{}, true, 0, 1},
+		{"sink rejection: dead-lettered, its row's key released, its copy's recorded", rejected, time.Time{}, true, 1, 1},
 		{"outage until shutdown: nacked and released", unavailable, time.Time{}, false, 0, 1},
 		{"late: dropped and released", nil, eventTime.Add(time.Hour), true, 0, 1},
 	}
@@ -636,5 +637,94 @@ func TestAFailingClaimIsRetriedNeverWritten(t *testing.T) {
 	}
 	if got := metrics.Value(m.Retried); got != 1 {
 		t.Errorf("retried = %v, want 1", got)
+	}
+}
+
+// TestARedeliveryOfADeadLetteredMessageMakesNoSecondCopy: in exactly_once
+// mode the copy is claimed under a key of its own, naming the delivery, and
+// recorded once confirmed: a redelivery of the message (Pub/Sub's
+// at-least-once delivery, a lost ack) is acked as a duplicate without a
+// second copy, for bad input (no row key claimed) and for a rejected row
+// alike; a new message with the same id_attribute (a replay) gets its own
+// copy.
+func TestARedeliveryOfADeadLetteredMessageMakesNoSecondCopy(t *testing.T) {
+	rejected := func(int, *sinks.Row) error {
+		return &sinks.RejectedError{Err: status.Error(codes.InvalidArgument, "bad row")}
+	}
+	for _, c := range []struct {
+		name   string
+		data   string
+		fail   func(int, *sinks.Row) error
+		reason deadletter.Reason
+	}{
+		{"invalid payload", "amount=1", nil, deadletter.InvalidPayload},
+		{"sink rejection", `{"amount": 1}`, rejected, deadletter.SinkRejected},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dl := &fakeDeadLetter{}
+			d := &fakeDedupe{}
+			p, m := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{fail: c.fail}, Dedupe: d, DeadLetter: dl})
+			first := order("o1", "c9", c.data)
+			for i := range 3 {
+				redelivery := *first
+				if !p.Handle(context.Background(), &redelivery) {
+					t.Fatalf("delivery %d nacked", i+1)
+				}
+			}
+			if len(dl.sent) != 1 || dl.sent[0].reason != c.reason {
+				t.Fatalf("dead letters %v after 3 deliveries of one message; want one %s", dl.sent, c.reason)
+			}
+			if got := metrics.Value(m.Duplicate); got != 2 {
+				t.Errorf("duplicates = %v, want 2 (the redeliveries)", got)
+			}
+			replayed := order("o1", "c9", c.data)
+			replayed.ID = "m-replayed"
+			if !p.Handle(context.Background(), replayed) {
+				t.Fatal("replayed message nacked")
+			}
+			if len(dl.sent) != 2 || dl.sent[1].id != "m-replayed" {
+				t.Fatalf("dead letters %v; the replay (same order_id, new message ID) must get its own copy", dl.sent)
+			}
+			if len(d.held) != 0 {
+				t.Fatalf("keys still held: %v", d.held)
+			}
+		})
+	}
+}
+
+// TestADeadLetterCopyIsRecordedOnlyOnceConfirmed: while the output fails,
+// the copy's key is released, not recorded, so that the redelivery makes
+// the copy; and a failing catalog nacks the message without a copy.
+func TestADeadLetterCopyIsRecordedOnlyOnceConfirmed(t *testing.T) {
+	dl := &fakeDeadLetter{err: status.Error(codes.Unavailable, "output down")}
+	d := &fakeDedupe{}
+	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}, Dedupe: d, DeadLetter: dl, DeadLetterWait: 20 * time.Millisecond})
+	msg := order("o1", "c9", "amount=1")
+	if p.Handle(context.Background(), msg) {
+		t.Fatal("acked without a confirmed copy")
+	}
+	if len(d.committed) != 0 || len(d.held) != 0 || d.released != 1 {
+		t.Fatalf("committed %v, held %v, released %d; want the copy's key released, not recorded", d.committed, d.held, d.released)
+	}
+	dl.mu.Lock()
+	dl.err = nil
+	dl.mu.Unlock()
+	if !p.Handle(context.Background(), msg) || len(dl.sent) != 1 {
+		t.Fatalf("redelivery after the output recovered: %d copies, want 1", len(dl.sent))
+	}
+
+	down := &fakeDedupe{claimErr: status.Error(codes.Unavailable, "catalog down")}
+	dl2 := &fakeDeadLetter{}
+	p2, _ := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}, Dedupe: down, DeadLetter: dl2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if p2.Handle(ctx, order("o1", "c9", "amount=1")) || len(dl2.sent) != 0 {
+		t.Fatalf("catalog down: acked or copied (%d copies); want a nack and no copy", len(dl2.sent))
+	}
+}
+
+func TestDeadLetterKeysCannotBeMessageKeys(t *testing.T) {
+	if k := deadLetterKey("123"); utf8.ValidString(k) {
+		t.Fatalf("dead-letter key %q is valid UTF-8: a message ID or attribute could equal it", k)
 	}
 }
