@@ -91,6 +91,16 @@
 //     the subscription has a retry policy with a 10 s minimum backoff, which
 //     the real service would honour. A handler that nacks on a transient
 //     error therefore spins against the emulator.
+//   - A stream's flow-control limit (max_outstanding_messages, which the
+//     client announces) is not honoured: with more backlog than the limit,
+//     the emulator sends the whole backlog and, while the client holds what
+//     it has, sends a share of it a second time under new ack IDs, within a
+//     second of the first (3,000 messages, a limit of 500: 2,400 sent twice;
+//     with a limit above the backlog, none). Real Pub/Sub stops at the
+//     limit. The client keeps every lease it was sent, those waiting for
+//     flow control included: messages held for longer than a lease come
+//     back only as these early copies, never late. In a pipeline during a
+//     Bigtable stall this looks like thousands of redeliveries.
 //   - The emulator enforces none of Pub/Sub's message limits (10 MB of data,
 //     100 attributes, 256-byte keys, 1024-byte values). Its only limit is
 //     gRPC's 11,000,000-byte request cap, and a Publish over it gets no
