@@ -226,10 +226,11 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		maxBytes = source.DefaultMaxOutstandingBytes(memLimit, len(a.cfg.Pipelines))
 	}
 	src := source.New(a.pubsub, a.log, a.cfg.SubscriptionName(pc.Source.Subscription), pc.Source, maxBytes)
-	topic, err := src.Check(ctx)
+	info, err := src.Check(ctx)
 	if err != nil {
 		return nil, err
 	}
+	topic := info.Topic
 	if want := pc.Source.Topic; want != "" && topic != a.cfg.TopicName(want) {
 		return nil, fmt.Errorf("subscription %s is attached to %s, but source.topic says %s", src.Subscription(), topic, a.cfg.TopicName(want))
 	}
@@ -276,7 +277,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if deps.Dedupe, err = a.dedupe(ctx, pc, mb, m); err != nil {
 		return nil, err
 	}
-	if deps.Tracker, err = a.tracker(ctx, pc, src, topic, maxBytes, mb, m); err != nil {
+	if deps.Tracker, err = a.tracker(ctx, pc, src, info, maxBytes, mb, m); err != nil {
 		return nil, err
 	}
 	if deps.DeadLetter, err = a.deadLetter(ctx, pc, topic, m); err != nil {

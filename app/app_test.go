@@ -17,6 +17,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
+	"github.com/pubsink/pubsink/source"
 )
 
 const yaml = `
@@ -159,5 +160,29 @@ func TestRunServesProbesAndStopsCleanly(t *testing.T) {
 	}
 	if m := f.psSrv.Messages(); len(m) != 1 || m[0].Acks != 1 {
 		t.Fatalf("fake server's messages %+v; want one, acked", m)
+	}
+}
+
+// TestTheWatermarkWaitsForTheRedeliveryBackoff: a message whose lease ran
+// out comes back only after the main subscription's retry policy let it,
+// so the tracker's guards wait for the lease extension plus its maximum
+// backoff (setup's: 5 s).
+func TestTheWatermarkWaitsForTheRedeliveryBackoff(t *testing.T) {
+	f := newFakes(t)
+	ctx := context.Background()
+	cfg := parse(t, strings.Replace(yaml, "subscription: orders-sub,", "subscription: orders-sub, tracking_subscription: orders-tracking,", 1))
+	if err := Setup(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(ctx, zap.NewNop(), cfg, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := a.Pipelines()[0].Status()
+	if st.Tracker == nil {
+		t.Fatal("no tracker")
+	}
+	if got, want := st.Tracker.MessageLeaseSeconds, (source.LeaseExtension + 5*time.Second).Seconds(); got != want {
+		t.Fatalf("message lease %vs, want %vs (the lease extension plus the retry policy's 5 s)", got, want)
 	}
 }

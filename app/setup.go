@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/state"
@@ -23,6 +24,20 @@ import (
 // 10 s default) spares extension calls for messages that wait in a batch,
 // and bounds how long a crashed process holds its messages.
 const ackDeadlineSeconds = 60
+
+// redeliveryPolicy is the retry policy setup gives a pipeline's main
+// subscription. Without one, Pub/Sub redelivers a nacked message at once:
+// a poison message with no dead-letter output, or one whose output keeps
+// failing, would loop as fast as the pipeline nacks it. With it, the n-th
+// redelivery of a message waits about 2^(n-1) s, up to 5 s. The maximum is
+// short because it adds to how long a message leased to a crashed process
+// or a broken stream can stay out of sight, which the watermark's guards
+// wait for (run reads it from the subscription). The tracking
+// subscription, which nacks nothing, gets none.
+var redeliveryPolicy = &pubsubpb.RetryPolicy{
+	MinimumBackoff: durationpb.New(time.Second),
+	MaximumBackoff: durationpb.New(5 * time.Second),
+}
 
 // Admin opens a Bigtable admin client for an instance.
 type Admin func(ctx context.Context, instance string) (*bigtable.AdminClient, error)
@@ -65,11 +80,11 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 			return err
 		}
 	}
-	for _, sub := range []string{src.Subscription, src.TrackingSubscription} {
-		if sub == "" {
-			continue
-		}
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(sub), topic); err != nil {
+	if err := s.subscription(ctx, s.cfg.SubscriptionName(src.Subscription), topic, redeliveryPolicy); err != nil {
+		return err
+	}
+	if src.TrackingSubscription != "" {
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(src.TrackingSubscription), topic, nil); err != nil {
 			return err
 		}
 	}
@@ -80,7 +95,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		}
 		// Pub/Sub drops what is published to a topic without subscriptions:
 		// the dead-letter topic gets one, which replay reads.
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(p.DeadLetter.Subscription), t); err != nil {
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(p.DeadLetter.Subscription), t, nil); err != nil {
 			return err
 		}
 	}
@@ -112,9 +127,11 @@ func (s *setup) topic(ctx context.Context, name string) error {
 	return nil
 }
 
-// subscription creates sub on topic, or checks that an existing sub is
-// attached to topic. With no topic configured, sub must exist already.
-func (s *setup) subscription(ctx context.Context, sub, topic string) error {
+// subscription creates sub on topic with the retry policy retry (nil:
+// none), or checks that an existing sub is attached to topic; it leaves an
+// existing sub's retry policy as it is, and says when it lacks the one it
+// would have been given. With no topic configured, sub must exist already.
+func (s *setup) subscription(ctx context.Context, sub, topic string, retry *pubsubpb.RetryPolicy) error {
 	got, err := s.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
 	switch {
 	case err == nil:
@@ -122,6 +139,10 @@ func (s *setup) subscription(ctx context.Context, sub, topic string) error {
 			return fmt.Errorf("subscription %s exists but is attached to %s, not %s", sub, got.Topic, topic)
 		}
 		s.say("subscription %s exists", sub)
+		if retry != nil && got.RetryPolicy == nil {
+			s.say("  note: it has no retry policy, so a nacked message comes back at once; pubsink's is a backoff of %v to %v (docs/reference.md, \"What setup creates\")",
+				retry.MinimumBackoff.AsDuration(), retry.MaximumBackoff.AsDuration())
+		}
 		return nil
 	case status.Code(err) != codes.NotFound:
 		return fmt.Errorf("get subscription %s: %w", sub, err)
@@ -132,6 +153,7 @@ func (s *setup) subscription(ctx context.Context, sub, topic string) error {
 		Name:               sub,
 		Topic:              topic,
 		AckDeadlineSeconds: ackDeadlineSeconds,
+		RetryPolicy:        retry,
 	})
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("create subscription %s: %w", sub, err)

@@ -53,12 +53,25 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 	if err := Setup(ctx, cfg, f.ps, f.admin, &first); err != nil {
 		t.Fatalf("setup: %v\n%s", err, first.String())
 	}
-	for _, sub := range []struct{ name, topic string }{
-		{"orders-sub", "orders"}, {"orders-tracking", "orders"}, {"orders-dlq-replay", "orders-dlq"}, {"clicks-sub", "clicks"},
+	// Main subscriptions get the retry policy (a nack is no hot loop);
+	// the tracking and replay ones, which nack nothing, none.
+	for _, sub := range []struct {
+		name, topic string
+		retry       bool
+	}{
+		{"orders-sub", "orders", true}, {"orders-tracking", "orders", false}, {"orders-dlq-replay", "orders-dlq", false}, {"clicks-sub", "clicks", true},
 	} {
 		got, err := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/" + sub.name})
 		if err != nil || got.Topic != "projects/p/topics/"+sub.topic || got.AckDeadlineSeconds != ackDeadlineSeconds {
 			t.Errorf("subscription %s: %v, %v", sub.name, got, err)
+			continue
+		}
+		rp := got.GetRetryPolicy()
+		if sub.retry && (rp.GetMinimumBackoff().AsDuration() != time.Second || rp.GetMaximumBackoff().AsDuration() != 5*time.Second) {
+			t.Errorf("subscription %s: retry policy %v, want a backoff of 1s to 5s", sub.name, rp)
+		}
+		if !sub.retry && rp != nil {
+			t.Errorf("subscription %s: retry policy %v, want none", sub.name, rp)
 		}
 	}
 	for table, fams := range map[string][]string{
@@ -102,6 +115,35 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 	}
 	if !strings.Contains(first.String(), "created subscription projects/p/subscriptions/orders-tracking") {
 		t.Errorf("the first run's report lacks the tracking subscription:\n%s", first.String())
+	}
+}
+
+// TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy: setup leaves a
+// user's subscription as it is, and says what it lacks.
+func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	stateAdmin(t, f)
+	cfg, err := config.Parse([]byte(setupYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: "projects/p/subscriptions/orders-sub", Topic: "projects/p/topics/orders"}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "orders-sub exists\n  note: it has no retry policy") {
+		t.Errorf("setup did not say the existing subscription lacks a retry policy:\n%s", out.String())
+	}
+	got, _ := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/orders-sub"})
+	if got.GetRetryPolicy() != nil {
+		t.Errorf("setup changed the user's subscription: retry policy %v", got.GetRetryPolicy())
 	}
 }
 

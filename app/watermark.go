@@ -37,10 +37,10 @@ const (
 
 // tracker builds the watermark tracker of a pipeline with a tracking
 // subscription; nil otherwise. It checks that the tracking subscription
-// exists and is attached to mainTopic, the topic build found the main one
-// on, and reads the stored watermark (so that an unreadable state table is
+// exists and is attached to the main one's topic (main, as build found
+// it), and reads the stored watermark (so that an unreadable state table is
 // reported at start).
-func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, mainTopic string, maxBytes int64, mb *members.Members, m *metrics.Pipeline) (pipeline.Tracker, error) {
+func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Source, mainInfo source.Info, maxBytes int64, mb *members.Members, m *metrics.Pipeline) (pipeline.Tracker, error) {
 	if pc.Source.TrackingSubscription == "" {
 		return nil, nil // an untyped nil: the pipeline tests Tracker against nil
 	}
@@ -50,11 +50,11 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 	tracking := source.New(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
 		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, max(maxBytes/trackingBytesDiv, trackingMinBytes))
 
-	trackingTopic, err := tracking.Check(ctx)
+	trackingInfo, err := tracking.Check(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("source.tracking_subscription: %w", err)
 	}
-	if trackingTopic != mainTopic {
+	if trackingTopic, mainTopic := trackingInfo.Topic, mainInfo.Topic; trackingTopic != mainTopic {
 		return nil, fmt.Errorf("source.tracking_subscription: %s is attached to topic %s, but source.subscription %s is attached to %s; "+
 			"the tracking subscription must be a second subscription on the same topic",
 			tracking.Subscription(), trackingTopic, main.Subscription(), mainTopic)
@@ -76,6 +76,11 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		Member:     mb.ID(),
 		Peers:      mb.Peers,
 		MaxPending: maxBytes / pendingBytesPerEntry,
+		// A message whose lease ran out comes back only after the
+		// subscription's retry policy let it: the tracker's guards wait
+		// for the longer backoff of the two subscriptions on top of the
+		// lease.
+		Lease: source.LeaseExtension + max(mainInfo.RedeliveryBackoff, trackingInfo.RedeliveryBackoff),
 	}
 	if a.streams != nil {
 		name := tracking.Subscription()

@@ -77,23 +77,45 @@ func New(client *pubsub.Client, log *zap.Logger, subscription string, cfg config
 // Subscription returns the full name of the subscription.
 func (s *Source) Subscription() string { return s.subscription }
 
-// Check verifies that the subscription exists and returns the full name of
-// the topic it is attached to.
-func (s *Source) Check(ctx context.Context) (topic string, err error) {
-	return SubscriptionTopic(ctx, s.client, s.subscription)
+// Info is what Check learns of a subscription.
+type Info struct {
+	// Topic is the full name of the topic the subscription is attached to.
+	Topic string
+	// RedeliveryBackoff is the longest delay the subscription's retry
+	// policy puts before a redelivery, after a nack or an expired lease:
+	// its maximum backoff (Pub/Sub's default of 600 s when the policy
+	// names none). Zero without a retry policy: redelivery is immediate.
+	RedeliveryBackoff time.Duration
 }
 
-// SubscriptionTopic returns the topic of the subscription named sub (a full
-// name), with an error that says what to do when it does not exist.
-func SubscriptionTopic(ctx context.Context, client *pubsub.Client, sub string) (string, error) {
+// defaultMaxBackoff is Pub/Sub's maximum backoff of a retry policy that
+// does not name one.
+const defaultMaxBackoff = 600 * time.Second
+
+// Check verifies that the subscription exists and returns its topic and
+// retry policy.
+func (s *Source) Check(ctx context.Context) (Info, error) {
+	return SubscriptionInfo(ctx, s.client, s.subscription)
+}
+
+// SubscriptionInfo reads the subscription named sub (a full name), with an
+// error that says what to do when it does not exist.
+func SubscriptionInfo(ctx context.Context, client *pubsub.Client, sub string) (Info, error) {
 	got, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
 	if status.Code(err) == codes.NotFound {
-		return "", fmt.Errorf("subscription %s does not exist (create it, or run `pubsink setup`)", sub)
+		return Info{}, fmt.Errorf("subscription %s does not exist (create it, or run `pubsink setup`)", sub)
 	}
 	if err != nil {
-		return "", fmt.Errorf("get subscription %s: %w", sub, err)
+		return Info{}, fmt.Errorf("get subscription %s: %w", sub, err)
 	}
-	return got.Topic, nil
+	info := Info{Topic: got.Topic}
+	if rp := got.RetryPolicy; rp != nil {
+		info.RedeliveryBackoff = defaultMaxBackoff
+		if rp.MaximumBackoff != nil {
+			info.RedeliveryBackoff = rp.MaximumBackoff.AsDuration()
+		}
+	}
+	return info, nil
 }
 
 // Receiving reports whether Run is pulling messages.

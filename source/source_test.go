@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pubsink/pubsink/config"
 	fakes "github.com/pubsink/pubsink/internal/fake"
@@ -54,11 +56,28 @@ func (f *fake) source() *Source {
 	return New(f.client, zap.NewNop(), f.sub, config.Source{Streams: 2, MaxOutstandingMessages: 100}, 1<<20)
 }
 
-func TestCheckNamesTheTopic(t *testing.T) {
+func TestCheckNamesTheTopicAndTheRedeliveryBackoff(t *testing.T) {
 	f := newFake(t)
-	topic, err := f.source().Check(context.Background())
-	if err != nil || topic != f.topic {
-		t.Fatalf("Check = %q, %v; want %q", topic, err, f.topic)
+	info, err := f.source().Check(context.Background())
+	if err != nil || info != (Info{Topic: f.topic}) {
+		t.Fatalf("Check = %+v, %v; want topic %q and no backoff (no retry policy)", info, err, f.topic)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		policy *pubsubpb.RetryPolicy
+		want   time.Duration
+	}{
+		{&pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(5 * time.Second)}, 5 * time.Second},
+		{&pubsubpb.RetryPolicy{}, 600 * time.Second}, // Pub/Sub's default maximum
+	} {
+		sub := fmt.Sprintf("%s-%d", f.sub, c.want)
+		if _, err := f.client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: f.topic, RetryPolicy: c.policy}); err != nil {
+			t.Fatal(err)
+		}
+		info, err := New(f.client, zap.NewNop(), sub, config.Source{Streams: 1, MaxOutstandingMessages: 1}, 1<<20).Check(ctx)
+		if err != nil || info.RedeliveryBackoff != c.want {
+			t.Errorf("retry policy %v: Check = %+v, %v; want a backoff of %v", c.policy, info, err, c.want)
+		}
 	}
 }
 

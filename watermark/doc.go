@@ -106,7 +106,8 @@
 // with none stored, so that nothing is judged late). The guard drops, for
 // good, at the first tick at which both hold:
 //
-//   - lease + transit + idle (18s by default) have passed since tracking
+//   - lease + transit + idle (18s by default; app adds the subscriptions'
+//     redelivery backoff to the lease: 23s with setup's) have passed since tracking
 //     began: every message the dead process held has had its lease expire
 //     and the transit to arrive, and one idle period to show;
 //   - for an idle period (2s), the pipeline has held no message published
@@ -207,8 +208,10 @@
 //     while it has some: a pause of an idle period with none in flight
 //     ends the guard.)
 //   - A message leased to a process or a stream that died is redelivered
-//     within a lease (source.LeaseExtension, 15s) plus transit: pubsink
-//     never asks for a longer lease at a time.
+//     within a lease (Config.Lease) plus transit: pubsink never asks for a
+//     longer lease than source.LeaseExtension (15s) at a time, and app adds
+//     the longest maximum backoff of the two subscriptions' retry policies
+//     (a redelivery after an expired lease waits for it; 5s with setup's).
 //   - Clocks: publish times are the service's, the tracker's clock is the
 //     host's. Skew adds to transit; NTP-synchronised hosts (Cloud Run, GKE)
 //     are well within it.

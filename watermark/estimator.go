@@ -352,6 +352,11 @@ type Stats struct {
 	Paused    bool   `json:"paused"`
 	Leader    string `json:"leader,omitempty"`
 	Takeovers int64  `json:"takeovers"`
+	// MessageLeaseSeconds is Config.Lease: how long a message leased to a
+	// dead process or stream may stay out of sight (the lease extension
+	// plus the subscriptions' longest redelivery backoff), which the
+	// startup guard and the holds after a stream break wait for.
+	MessageLeaseSeconds float64 `json:"message_lease_seconds"`
 	// Duplicate and ignored arrivals, since the start.
 	DuplicateSeen     int64 `json:"duplicate_seen"`
 	DuplicateFinished int64 `json:"duplicate_finished"`

@@ -749,5 +749,6 @@ func (t *Tracker) Stats() Stats {
 	}
 	s.Takeovers = t.takeovers.Load()
 	s.Paused = t.waiting.Load() > 0
+	s.MessageLeaseSeconds = t.cfg.Lease.Seconds()
 	return s
 }

@@ -239,12 +239,12 @@ func pipelineTopic(ctx context.Context, cfg *config.Config, p config.Pipeline, c
 	if p.Source.Topic != "" {
 		return cfg.TopicName(p.Source.Topic), nil
 	}
-	topic, err := source.SubscriptionTopic(ctx, client, cfg.SubscriptionName(p.Source.Subscription))
+	info, err := source.SubscriptionInfo(ctx, client, cfg.SubscriptionName(p.Source.Subscription))
 	if err != nil {
 		return "", fmt.Errorf("the pipeline's topic: %w", err)
 	}
-	if !strings.HasPrefix(topic, "projects/") { // "_deleted-topic_"
+	if !strings.HasPrefix(info.Topic, "projects/") { // "_deleted-topic_"
 		return "", fmt.Errorf("the topic of subscription %s was deleted; set source.topic", cfg.SubscriptionName(p.Source.Subscription))
 	}
-	return topic, nil
+	return info.Topic, nil
 }
