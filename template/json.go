@@ -1,6 +1,7 @@
 package template
 
 import (
+	"bytes"
 	"fmt"
 	"unicode/utf8"
 )
@@ -78,12 +79,19 @@ func (p *part) fieldError(f *finder, valid bool) error {
 		return fmt.Errorf("%s: %w: not valid JSON (at byte %d)", p.placeholder, ErrInvalidPayload, f.pos)
 	case f.outcome == lookupNull:
 		return fmt.Errorf("%s: %w: %s is null", p.placeholder, ErrMissingField, p.pathText(f.at))
-	case f.outcome == lookupNotIndex && f.at == 0:
+	case f.outcome == lookupNotIndex && f.at == 0 && !startsContainer(f.data):
 		return fmt.Errorf("%s: %w: payload is not a JSON object or array", p.placeholder, ErrInvalidPayload)
 	case f.outcome == lookupNotIndex:
 		return fmt.Errorf("%s: %w: %s cannot be indexed by %q", p.placeholder, ErrInvalidPayload, p.pathText(f.at), p.path[f.at].key)
 	}
 	return fmt.Errorf("%s: %w: no such field", p.placeholder, ErrMissingField)
+}
+
+// startsContainer reports whether the JSON text data is an object or an
+// array (its first byte after white space).
+func startsContainer(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
 }
 
 // pathText is the path up to level, for error messages: "data.a.b".

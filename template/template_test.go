@@ -146,6 +146,8 @@ func TestRenderErrorsNameThePlaceholderAndKeepDst(t *testing.T) {
 			"{data.a}: invalid payload: payload is not a JSON object or array"},
 		{"a payload that is null", "{data.a}", `null`, nil, ErrInvalidPayload,
 			"{data.a}: invalid payload: payload is not a JSON object or array"},
+		{"a name into a top-level array", "{data.a}", `[1, 2]`, nil, ErrInvalidPayload,
+			`{data.a}: invalid payload: data cannot be indexed by "a"`},
 		{"a path into a scalar", "{data.a.b}", `{"a": 5}`, nil, ErrInvalidPayload,
 			`{data.a.b}: invalid payload: data.a cannot be indexed by "b"`},
 		{"a name into an array", "{data.a.b}", `{"a": [5]}`, nil, ErrInvalidPayload,
