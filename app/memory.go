@@ -1,45 +1,25 @@
 package app
 
 import (
-	"bytes"
+	"math"
 	"os"
 	"runtime/debug"
-	"strconv"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-// cgroupMemoryFiles are where a container's memory limit is published:
-// cgroup v2 first (Cloud Run, GKE), then v1.
-var cgroupMemoryFiles = []string{
-	"/sys/fs/cgroup/memory.max",
-	"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-}
-
-// memoryLimit returns the container's memory limit in bytes, or 0 when there
-// is none or it cannot be read.
+// memoryLimit returns the memory limit of the process's cgroup in bytes, or
+// 0 when there is none or it cannot be read. The cgroup is found from
+// /proc/self/cgroup and /proc/self/mountinfo, v2 or v1, and the smallest
+// limit on the way from it up to the root counts: a container nested in
+// another cgroup (a systemd slice, a sandbox, a pod's cgroup below the
+// node's) has its limit there, not in the root's file.
 func memoryLimit() int64 {
-	for _, f := range cgroupMemoryFiles {
-		if n := readLimit(f); n > 0 {
-			return n
-		}
-	}
-	return 0
-}
-
-func readLimit(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
+	n, err := memlimit.FromCgroup()
+	if err != nil || n == 0 || n > math.MaxInt64 {
 		return 0
 	}
-	b = bytes.TrimSpace(b)
-	if string(b) == "max" {
-		return 0
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	// cgroup v1 reports "no limit" as a huge page-aligned number.
-	if err != nil || n <= 0 || n >= 1<<62 {
-		return 0
-	}
-	return n
+	return int64(n)
 }
 
 // setMemoryLimit tells the Go runtime about the container's memory limit
