@@ -91,6 +91,7 @@ type App struct {
 // ctx ends first it returns ctx's error.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
 	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}, id: members.NewID()}
+	a.metrics.WatchReady(a.Ready)
 	defer func() {
 		if err != nil {
 			a.stopServer()

@@ -304,7 +304,7 @@ func TestDuplicatesByIDAttributeAreAckedAndTheRowKeepsTheFirstPayload(t *testing
 		fmt.Sprintf(`pubsink_messages_duplicate_total{pipeline="e2e"} %d`, n),
 		fmt.Sprintf(`pubsink_dedupe_catalog_lookups_total{pipeline="e2e"} %v`, d["catalog_lookups"]),
 		`pubsink_dedupe_filter_fill_ratio{pipeline="e2e"} `,
-		`pubsink_dedupe_false_positive_rate{pipeline="e2e"} `,
+		`pubsink_dedupe_false_positive_ratio{pipeline="e2e"} `,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics has no line %q", want)

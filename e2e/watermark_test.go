@@ -402,8 +402,8 @@ func TestLateDataPolicies(t *testing.T) {
 			if got := gaugeValue(t, a, "pubsink_messages_late_total"); got != 1 {
 				t.Errorf("pubsink_messages_late_total = %v, want 1", got)
 			}
-			if got := gaugeValue(t, a, "pubsink_watermark_seconds"); got < float64(lateEvent.Unix()) {
-				t.Errorf("pubsink_watermark_seconds = %v, want past the late event", got)
+			if got := gaugeValue(t, a, "pubsink_watermark_timestamp_seconds"); got < float64(lateEvent.Unix()) {
+				t.Errorf("pubsink_watermark_timestamp_seconds = %v, want past the late event", got)
 			}
 			_, lateWritten := e.readTable(e.table)["late"]
 			switch policy {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
@@ -59,7 +60,9 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 	}
 	if deps.Tracker != nil {
 		deps.Tracker.WatchInFlight(p.inFlight.oldest)
+		deps.Metrics.WatchWatermark(deps.Tracker.Watermark)
 	}
+	deps.Metrics.WatchOldestInFlight(p.inFlight.oldest)
 	for _, r := range deadletter.Reasons {
 		deps.Metrics.DeadLettered(string(r)) // export every reason at 0, so that rate() works from the start
 	}
@@ -200,7 +203,11 @@ func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, r *record,
 	defer cancel()
 	held, logRetry := false, p.logRetry(m, "dead-letter send")
 	err := p.retry.Do(wctx, func(error) bool { return wctx.Err() == nil }, func() error {
-		return p.deps.DeadLetter.Send(wctx, m, reason, cause)
+		err := p.deps.DeadLetter.Send(wctx, m, reason, cause)
+		if err != nil {
+			p.deps.Metrics.DeadLetterErrors(status.Code(err).String()).Inc()
+		}
+		return err
 	}, func(attempt int, err error) {
 		if !held {
 			held = true

@@ -393,6 +393,9 @@ func TestAFailingDeadLetterOutputHoldsAMessageOnlySoLong(t *testing.T) {
 	if metrics.Value(m.DeadLetterHeld) != 0 || metrics.Value(m.DeadLetterGaveUp) != 1 {
 		t.Fatalf("held %v, gave up %v; want 0 and 1", metrics.Value(m.DeadLetterHeld), metrics.Value(m.DeadLetterGaveUp))
 	}
+	if n := metrics.Value(m.DeadLetterErrors("Unavailable")); n < 2 {
+		t.Errorf("dead_letter_errors_total{code=Unavailable} = %v, want every failed send counted (at least 2 in 300ms)", n)
+	}
 }
 
 // TestReadyAsksTheDeadLetterOutput: an output that can tell it is unusable

@@ -582,7 +582,6 @@ func (t *Tracker) publish(wm int64) {
 			return
 		}
 		if t.published.CompareAndSwap(old, wm) {
-			t.cfg.Metrics.Watermark.Set(float64(wm) / 1e9)
 			return
 		}
 	}

@@ -1,9 +1,15 @@
 package metrics
 
 import (
+	"context"
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/pubsink/pubsink/internal/buildinfo"
 )
 
 // Metrics holds every pubsink metric, registered in its own registry (no
@@ -19,7 +25,7 @@ type Metrics struct {
 	dropped       *prometheus.CounterVec
 	retried       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
-	watermark     *prometheus.GaugeVec
+	dlErrors      *prometheus.CounterVec
 	sinkWrite     *prometheus.HistogramVec
 	sinkErrors    *prometheus.CounterVec
 	commitLatency *prometheus.HistogramVec
@@ -36,11 +42,22 @@ type Metrics struct {
 	dlHeld        *prometheus.GaugeVec
 	dlGaveUp      *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
+
+	// times are the figures read at scrape time from each pipeline: its
+	// watermark and oldest message in flight.
+	times *timeCollector
+	// ready answers pubsink_ready at scrape time (nil: 0).
+	readyMu sync.Mutex
+	ready   func(ctx context.Context) error
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
-// out a long Bigtable outage (about 10 minutes).
-var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 15)
+// out a long Bigtable outage (about 10 minutes), at bounds a reader can
+// quote: 1, 2.5 and 5 of each power of ten.
+var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500}
+
+// readyTimeout bounds pubsink_ready's check at scrape time, as /readyz's.
+const readyTimeout = 900 * time.Millisecond
 
 // New creates the metrics and a registry holding them, the Go runtime's and
 // the process's.
@@ -70,19 +87,31 @@ func New() *Metrics {
 		renewFailures: counter("pubsink_membership_renewal_failures_total", "Failed renewals (writes or reads) of this process's membership.", pl...),
 		dlGaveUp:      counter("pubsink_dead_letter_gave_up_total", "Messages nacked because the dead-letter output kept failing for the whole wait (a minute by default); they come back and try again.", pl...),
 		takeovers:     counter("pubsink_watermark_leader_takeovers_total", "Times this process took the lease of the pipeline's watermark leader.", pl...),
+		dlErrors:      counter("pubsink_dead_letter_errors_total", "Dead-letter sends that failed, by gRPC code (Unknown for a file output's errors); each is retried.", "pipeline", "code"),
+		times:         newTimeCollector(),
 	}
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
-	m.watermark = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_seconds", Help: "Event-time watermark of the pipeline, in seconds since the Unix epoch."}, pl)
 	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
 	m.commitLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_commit_latency_seconds", Help: "Time from a message's publication to its commit.", Buckets: latencyBuckets}, pl)
 	m.filterFill = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_filter_fill_ratio", Help: "Fraction of bits set in the dedupe Bloom filters of the live window, averaged over its filters."}, pl)
-	m.filterFPRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_false_positive_rate", Help: "Estimated probability that a new key is reported maybe-present by the dedupe filters and costs a catalog read."}, pl)
+	m.filterFPRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_false_positive_ratio", Help: "Estimated probability that a new key is reported maybe-present by the dedupe filters and costs a catalog read."}, pl)
 	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_members", Help: "Processes running the pipeline that this one sees live, itself included."}, pl)
 	m.alone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_membership_alone", Help: "1 while this process is provably the only one running the pipeline and claims keys on the fast path, else 0."}, pl)
 	m.wmLeader = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_leader", Help: "1 while this process leads the pipeline's watermark (reads the tracking subscription and stores the watermark), else 0."}, pl)
 	m.dlHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dead_letter_held", Help: "Messages waiting, each in a flow-control slot, for a dead-letter output that failed at least once."}, pl)
 	r.MustRegister(m.wmLeader, m.dlHeld)
-	r.MustRegister(m.inFlight, m.watermark, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate, m.members, m.alone)
+	build := buildinfo.Read()
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "pubsink_build_info",
+		Help:        "1, labelled with the module version, VCS revision and Go version of the binary.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion},
+	}, func() float64 { return 1 }))
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pubsink_ready",
+		Help: "1 when the process is ready (what /readyz answers 200 to), else 0; checked at scrape time.",
+	}, m.readyValue))
+	r.MustRegister(m.times)
+	r.MustRegister(m.inFlight, m.sinkWrite, m.commitLatency, m.filterFill, m.filterFPRate, m.members, m.alone)
 	return m
 }
 
@@ -96,7 +125,6 @@ type Pipeline struct {
 	Dropped       prometheus.Counter
 	Retried       prometheus.Counter
 	InFlight      prometheus.Gauge
-	Watermark     prometheus.Gauge
 	SinkWrite     prometheus.Observer
 	CommitLatency prometheus.Observer
 	Lookups       prometheus.Counter
@@ -116,8 +144,11 @@ type Pipeline struct {
 	DeadLetterGaveUp prometheus.Counter
 	Takeovers        prometheus.Counter
 
+	name         string
+	times        *timeCollector
 	deadLettered *prometheus.CounterVec
 	sinkErrors   *prometheus.CounterVec
+	dlErrors     *prometheus.CounterVec
 }
 
 // Pipeline returns the metrics of the pipeline called name.
@@ -130,7 +161,6 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		Dropped:          m.dropped.WithLabelValues(name),
 		Retried:          m.retried.WithLabelValues(name),
 		InFlight:         m.inFlight.WithLabelValues(name),
-		Watermark:        m.watermark.WithLabelValues(name),
 		SinkWrite:        m.sinkWrite.WithLabelValues(name),
 		CommitLatency:    m.commitLatency.WithLabelValues(name),
 		Lookups:          m.lookups.WithLabelValues(name),
@@ -146,6 +176,9 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		DeadLetterHeld:   m.dlHeld.WithLabelValues(name),
 		DeadLetterGaveUp: m.dlGaveUp.WithLabelValues(name),
 		Takeovers:        m.takeovers.WithLabelValues(name),
+		name:             name,
+		times:            m.times,
+		dlErrors:         m.dlErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		deadLettered:     m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		sinkErrors:       m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
@@ -160,6 +193,50 @@ func (p *Pipeline) DeadLettered(reason string) prometheus.Counter {
 // gRPC code (its name, as codes.Code.String gives it).
 func (p *Pipeline) SinkWriteErrors(code string) prometheus.Counter {
 	return p.sinkErrors.WithLabelValues(code)
+}
+
+// DeadLetterErrors is the counter of failed dead-letter sends, for one
+// gRPC code (its name).
+func (p *Pipeline) DeadLetterErrors(code string) prometheus.Counter {
+	return p.dlErrors.WithLabelValues(code)
+}
+
+// WatchWatermark makes the pipeline's watermark and its lag behind the
+// clock metrics, read from watermark at every scrape:
+// pubsink_watermark_timestamp_seconds and pubsink_watermark_lag_seconds,
+// both absent while watermark returns the zero time (not known yet), so
+// that an alert on the lag cannot fire before there is one.
+func (p *Pipeline) WatchWatermark(watermark func() time.Time) {
+	p.times.set(p.name, func(c *pipelineTimes) { c.watermark = watermark })
+}
+
+// WatchOldestInFlight makes pubsink_oldest_in_flight_age_seconds: the age,
+// since its publication, of the oldest message being processed, read from
+// oldest at every scrape; 0 when none is.
+func (p *Pipeline) WatchOldestInFlight(oldest func() (time.Time, bool)) {
+	p.times.set(p.name, func(c *pipelineTimes) { c.oldest = oldest })
+}
+
+// WatchReady makes pubsink_ready ask ready at every scrape.
+func (m *Metrics) WatchReady(ready func(ctx context.Context) error) {
+	m.readyMu.Lock()
+	defer m.readyMu.Unlock()
+	m.ready = ready
+}
+
+func (m *Metrics) readyValue() float64 {
+	m.readyMu.Lock()
+	ready := m.ready
+	m.readyMu.Unlock()
+	if ready == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if ready(ctx) != nil {
+		return 0
+	}
+	return 1
 }
 
 // Value reads the current value of a counter or gauge, so that /status and
