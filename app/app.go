@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -37,6 +39,10 @@ type Options struct {
 	// PubSub is the client to use; nil: one is created for cfg.Project and
 	// closed by the App.
 	PubSub *pubsub.Client
+	// PubSubOptions are added to the options of the client the App creates
+	// when PubSub is nil, after its own (the stream watch); tests give an
+	// endpoint, or gRPC interceptors that break the streams.
+	PubSubOptions []option.ClientOption
 	// Bigtable opens a data client of an instance; nil: clients are
 	// created for cfg.Project, one per instance and app profile, whose
 	// requests name that profile (state.app_profile, sink.app_profile).
@@ -101,7 +107,8 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 	a.pubsub = opts.PubSub
 	if a.pubsub == nil {
 		a.streams = source.NewStreamWatch()
-		if a.pubsub, err = openPubSub(ctx, cfg.Project, a.streams.ClientOption()); err != nil {
+		popts := append([]option.ClientOption{a.streams.ClientOption()}, opts.PubSubOptions...)
+		if a.pubsub, err = openPubSub(ctx, cfg.Project, popts...); err != nil {
 			return nil, err
 		}
 		a.ownPubSub = true
@@ -112,7 +119,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 		addr = opts.HTTPAddr
 	}
 	if addr != "-" {
-		a.server, err = server.Listen(log, addr, a.metrics.Registry, server.Probes{Ready: a.Ready, Status: a.Status})
+		a.server, err = server.Listen(log, addr, a.metrics.Registry, server.Probes{Ready: a.Ready, Status: a.Status, Live: a.Live})
 		if err != nil {
 			return nil, fmt.Errorf("http.addr %s: %w", addr, err)
 		}
@@ -237,6 +244,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	}
 
 	m := a.metrics.Pipeline(pc.Name)
+	src.SetWatchdogHooks(a.watchdogHooks(m))
 	var sink sinks.Sink
 	var limits sinks.Limits
 	switch pc.Sink.Type {
@@ -373,6 +381,30 @@ func (a *App) Ready(ctx context.Context) error {
 		errs = append(errs, p.Ready(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// Live returns nil while the process is healthy: every pipeline's
+// subscriptions deliver, or may (pipeline.Stalled). Otherwise the reasons,
+// one per stalled pipeline, on one line: /healthz answers 503 with them, so
+// that Kubernetes or Cloud Run restarts the process.
+func (a *App) Live() error {
+	var reasons []string
+	for _, p := range a.Pipelines() {
+		if err := p.Stalled(); err != nil {
+			reasons = append(reasons, err.Error())
+		}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(reasons, "; "))
+}
+
+// watchdogHooks tell the watchdog of a pipeline's source what to count and
+// whom to tell of a reopen (the stream watch of a client the App created,
+// for which a reopen is a break: the watermark tracker holds for it).
+func (a *App) watchdogHooks(m *metrics.Pipeline) source.WatchdogHooks {
+	return source.WatchdogHooks{Streams: a.streams, Reopened: m.StreamReopens.Inc}
 }
 
 // Status returns the status of every pipeline.

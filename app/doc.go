@@ -17,6 +17,13 @@
 // shutdown_timeout after the stop signal plus the time for the last acks to
 // be sent.
 //
+// /healthz answers 503 with one line naming the pipeline and the
+// subscription (App.Live) while a pipeline's streams hung and reopening
+// them did not help (package source, "Watchdog"), so that Kubernetes or
+// Cloud Run restarts the process; the watchdog's reopens are counted in
+// pubsink_source_stream_reopens_total, and are breaks for the stream watch
+// of a client the App created (Options.PubSubOptions add to its options).
+//
 // Setup is idempotent: it never deletes or changes what exists, and running
 // it twice reports "exists" for everything the first run created. An
 // existing subscription attached to another topic than source.topic is an

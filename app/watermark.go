@@ -50,6 +50,8 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 	tracking := source.New(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
 		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, max(maxBytes/trackingBytesDiv, trackingMinBytes))
 
+	tracking.SetWatchdogHooks(a.watchdogHooks(m))
+
 	trackingInfo, err := tracking.Check(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("source.tracking_subscription: %w", err)

@@ -86,6 +86,11 @@ type Source struct {
 	Streams                int      `mapstructure:"streams"`
 	MaxOutstandingMessages int      `mapstructure:"max_outstanding_messages"`
 	MaxOutstandingBytes    ByteSize `mapstructure:"max_outstanding_bytes"` // 0: derived from the memory limit
+	// StallTimeout is how long a subscription may deliver nothing, while
+	// its flow control has room and messages wait in it, before the
+	// source's watchdog reopens its streams (and, if that does not help,
+	// fails /healthz). 0: no watchdog. See package source, "Watchdog".
+	StallTimeout time.Duration `mapstructure:"stall_timeout"`
 }
 
 // Dedupe configures the dedupe window of an exactly_once pipeline.

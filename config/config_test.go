@@ -126,6 +126,7 @@ func TestDefaultsFillEveryUnsetKey(t *testing.T) {
 				TimestampFormat:        TimestampAuto,
 				Streams:                4,
 				MaxOutstandingMessages: 1000,
+				StallTimeout:           2 * time.Minute,
 			},
 			Dedupe:    Dedupe{Window: 10 * time.Minute},
 			Watermark: Watermark{EstimationBand: 10 * time.Second, LateData: LateAccept},
@@ -170,6 +171,16 @@ func TestDefaultsFollowOtherKeys(t *testing.T) {
 		_, err := Parse([]byte(strings.Replace(minimal, "{subscription: orders-sub}", "{subscription: orders-sub, streams: 0}", 1)))
 		if err == nil || err.Error() != "pipelines[0].source.streams: must be 1 to 64, not 0" {
 			t.Errorf("Parse error = %v, want the streams problem", err)
+		}
+	})
+	t.Run("an explicit zero stall timeout turns the watchdog off", func(t *testing.T) {
+		cfg := mustParse(t, strings.Replace(minimal, "{subscription: orders-sub}", "{subscription: orders-sub, stall_timeout: 0}", 1))
+		if got := cfg.Pipelines[0].Source.StallTimeout; got != 0 {
+			t.Errorf("stall_timeout = %v, want 0 (off), not the default", got)
+		}
+		cfg = mustParse(t, strings.Replace(minimal, "{subscription: orders-sub}", "{subscription: orders-sub, stall_timeout: 30s}", 1))
+		if got := cfg.Pipelines[0].Source.StallTimeout; got != 30*time.Second {
+			t.Errorf("stall_timeout = %v, want 30s", got)
 		}
 	})
 	t.Run("a key with no value is unset", func(t *testing.T) {

@@ -94,6 +94,13 @@ const (
 	// 0: the source derives it from the container's memory limit at start,
 	// which a static default cannot know.
 	defaultMaxOutstandingBytes ByteSize = 0
+	// Two minutes of silence while messages wait and flow control has room
+	// is far outside what a working stream does (it delivers within
+	// milliseconds), and leaves the client library's own keepalive, which
+	// closes a stream whose server stopped answering after about 45 s, its
+	// chance first. A hung stream then costs at most about 2.5 minutes
+	// before it is reopened, and 5 before /healthz asks for a restart.
+	defaultStallTimeout = 2 * time.Minute
 	// Pub/Sub's longest ack deadline is 10 minutes, so a redelivery caused by
 	// an expired deadline arrives within about one window.
 	defaultDedupeWindow = 10 * time.Minute
@@ -145,6 +152,9 @@ func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) 
 	}
 	if !set("source.max_outstanding_bytes") {
 		p.Source.MaxOutstandingBytes = defaultMaxOutstandingBytes
+	}
+	if !set("source.stall_timeout") {
+		p.Source.StallTimeout = defaultStallTimeout
 	}
 	if !set("dedupe.window") {
 		p.Dedupe.Window = defaultDedupeWindow

@@ -25,6 +25,9 @@ const (
 	// Below a minute, the window no longer covers a redelivery after an
 	// expired ack deadline, and dedupe silently stops deduping.
 	minDedupeWindow = time.Minute
+	// A shorter stall timeout would take a stream that is still opening, or
+	// a pause between two deliveries, for a hang.
+	minStallTimeout = time.Second
 )
 
 var (
@@ -121,6 +124,9 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 	}
 	if s.MaxOutstandingBytes < 0 {
 		c.add(at("source.max_outstanding_bytes"), "must not be negative (0: derived from the memory limit)")
+	}
+	if s.StallTimeout != 0 && s.StallTimeout < minStallTimeout {
+		c.add(at("source.stall_timeout"), "must be 0 (no watchdog) or at least %v, not %v", minStallTimeout, s.StallTimeout)
 	}
 
 	// Dedupe and watermark.

@@ -123,6 +123,15 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
+// Staller is a part whose subscription's streams can be found hung: the
+// source (its watchdog, package source) and the tracker (for the tracking
+// subscription). Stalled returns nil unless the streams deliver nothing
+// while messages wait and reopening them did not help; then the process is
+// unhealthy. Stalled and Ready ask it.
+type Staller interface {
+	Stalled() error
+}
+
 // DeadLetter sends copies of messages that can never be written (package
 // deadletter). When nil, such messages are nacked and logged: never acked.
 // One that is also a Checker (a topic output, which refuses copies while

@@ -8,7 +8,11 @@
 // interface this package needs of it.
 //
 // The entry points are New, then Run (receive until the context ends) and
-// Close; Handle is the per-message path and can be called directly.
+// Close; Handle is the per-message path and can be called directly. Ready
+// and Stalled are the pipeline's readiness and liveness: Stalled names the
+// pipeline and a subscription whose streams hung and could not be reopened
+// (a Staller: the source's watchdog, or the tracker's for the tracking
+// subscription), and Ready fails with it too.
 //
 // # Guarantees
 //

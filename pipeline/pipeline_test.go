@@ -416,6 +416,68 @@ func TestReadyAsksTheDeadLetterOutput(t *testing.T) {
 	}
 }
 
+// stallingSource is a receivingSource whose watchdog answers stalled.
+type stallingSource struct {
+	receivingSource
+	mu      sync.Mutex
+	stalled error
+}
+
+func (s *stallingSource) Stalled() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stalled
+}
+
+// stallingTracker is a fakeTracker whose tracking subscription's watchdog
+// answers stalled.
+type stallingTracker struct {
+	fakeTracker
+	stalled error
+}
+
+func (t *stallingTracker) Stalled() error { return t.stalled }
+
+// TestStalledNamesThePipelineAndFailsReadiness: a source or tracker whose
+// streams hung and could not be reopened makes the pipeline stalled (the
+// process unhealthy) and not ready, naming the pipeline and the part's
+// reason; /status says it, with the reopens the metric counts.
+func TestStalledNamesThePipelineAndFailsReadiness(t *testing.T) {
+	src := &stallingSource{}
+	tr := &stallingTracker{}
+	p, m := newTestPipeline(t, testConfig(), Deps{Source: src, Sink: &fakeSink{}, Tracker: tr})
+	if err := p.Stalled(); err != nil {
+		t.Fatalf("Stalled = %v while the parts are not", err)
+	}
+	if err := p.Ready(context.Background()); err != nil {
+		t.Fatalf("Ready = %v", err)
+	}
+	if st := p.Status(); st.Stalled != "" || st.StreamReopens != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	m.StreamReopens.Add(2)
+	src.mu.Lock()
+	src.stalled = errors.New("subscription projects/p/subscriptions/s has delivered nothing for 4m0s")
+	src.mu.Unlock()
+	want := "pipeline orders: subscription projects/p/subscriptions/s has delivered nothing for 4m0s"
+	if err := p.Stalled(); err == nil || err.Error() != want {
+		t.Fatalf("Stalled = %v, want %q", err, want)
+	}
+	if err := p.Ready(context.Background()); err == nil || err.Error() != want {
+		t.Fatalf("Ready = %v, want %q", err, want)
+	}
+	if st := p.Status(); st.Stalled != want || st.StreamReopens != 2 {
+		t.Fatalf("status: stalled %q, stream_reopens %d; want %q and 2", st.Stalled, st.StreamReopens, want)
+	}
+	src.mu.Lock()
+	src.stalled = nil
+	src.mu.Unlock()
+	tr.stalled = errors.New("subscription projects/p/subscriptions/tracking has delivered nothing")
+	if err := p.Stalled(); err == nil || !strings.Contains(err.Error(), "pipeline orders: subscription projects/p/subscriptions/tracking") {
+		t.Fatalf("Stalled = %v, want the tracking subscription named", err)
+	}
+}
+
 func TestWithoutDeadLetterOutputBadInputIsNacked(t *testing.T) {
 	p, _ := newTestPipeline(t, testConfig(), Deps{Sink: &fakeSink{}})
 	if p.Handle(context.Background(), order("o1", "c9", "not json")) {

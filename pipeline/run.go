@@ -85,11 +85,29 @@ func (p *Pipeline) Close(ctx context.Context) error {
 	return first
 }
 
-// Ready returns nil when the pipeline is receiving, its sink answers, and
-// its dead-letter output, if it is a Checker, is usable.
+// Stalled returns nil unless a subscription of the pipeline (the main one,
+// or the tracker's) has hung streams that a reopen did not help (Staller):
+// then an error naming the pipeline and the subscription. The process is
+// then unhealthy (/healthz), until messages flow again.
+func (p *Pipeline) Stalled() error {
+	for _, part := range []any{p.deps.Source, p.deps.Tracker} {
+		if s, ok := part.(Staller); ok {
+			if err := s.Stalled(); err != nil {
+				return fmt.Errorf("pipeline %s: %w", p.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Ready returns nil when the pipeline is receiving and not stalled, its
+// sink answers, and its dead-letter output, if it is a Checker, is usable.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	if p.deps.Source == nil || !p.deps.Source.Receiving() {
 		return fmt.Errorf("pipeline %s is not receiving", p.name)
+	}
+	if err := p.Stalled(); err != nil {
+		return err
 	}
 	if err := p.deps.Sink.Check(ctx); err != nil {
 		return fmt.Errorf("pipeline %s: sink: %w", p.name, err)

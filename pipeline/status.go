@@ -24,6 +24,12 @@ type Status struct {
 	Dropped      int64            `json:"dropped"`
 	Retried      int64            `json:"retried"`
 	InFlight     int64            `json:"in_flight"`
+	// StreamReopens counts the watchdog's reopens of the streams of the
+	// pipeline's subscriptions (pubsink_source_stream_reopens_total);
+	// Stalled is the reason the process is unhealthy, when a reopen did not
+	// help (what /healthz answers).
+	StreamReopens int64  `json:"stream_reopens"`
+	Stalled       string `json:"stalled,omitempty"`
 
 	// OldestInFlight is the oldest publish time (to the second) among the
 	// messages being processed.
@@ -59,6 +65,11 @@ func (p *Pipeline) Status() Status {
 		Retried:      int64(metrics.Value(m.Retried)),
 		InFlight:     int64(metrics.Value(m.InFlight)),
 		DeadLettered: map[string]int64{},
+
+		StreamReopens: int64(metrics.Value(m.StreamReopens)),
+	}
+	if err := p.Stalled(); err != nil {
+		s.Stalled = err.Error()
 	}
 	for _, r := range deadletter.Reasons {
 		s.DeadLettered[string(r)] = int64(metrics.Value(m.DeadLettered(string(r))))

@@ -19,6 +19,88 @@
 //     handlers keep the work context until the caller cancels it; Run
 //     returns after every handler returned and its ack or nack was sent.
 //
+// # Watchdog
+//
+// A StreamingPull stream can hang without an error: open, and delivering
+// nothing. The client library reopens a stream only when it ends, or when
+// its server stops answering the library's pings (about 45 s); a stream
+// whose server answers and sends nothing, or a client stuck below the
+// library, goes unseen, and nothing would restart the process. With
+// source.stall_timeout T (default 2m; 0: off), Run watches each Receive (one
+// set of streams), checking every T/4:
+//
+//   - Silence: nothing delivered for T, counted from the last delivery, the
+//     start of this Receive, or the last check that found the flow control
+//     full, whichever is latest.
+//   - Room: a stream whose flow control is full pulls nothing, by design (a
+//     Bigtable stall holding every slot). Run counts the handlers in flight
+//     and their bytes (as the library's flow control does: the data, at most
+//     one stream's budget); since which stream holds which message is
+//     unknown, the flow control is taken to have room only if no split of
+//     them over the streams could block every stream (hasRoom, for the
+//     largest message seen). A check without room is busy: no stall.
+//   - Evidence that messages wait: silence is also what an idle topic gives.
+//     The watchdog peeks: one unary Pull of at most one message (at most
+//     min(T/4, 2s) long), nacked at once with ModifyAckDeadline 0 (a
+//     redelivery is harmless: dedupe and at-least-once make it so). Only a
+//     message published at least T/4 ago counts: a working stream would
+//     have delivered it long since, while a fresh one may have gone to the
+//     peek instead of a stream. On an idle topic the peek finds nothing and
+//     nothing happens (a silent subscription is peeked every T/4).
+//
+// Silence, room and evidence: the watchdog reopens. It ends the Receive
+// (cancels its context) and starts a new one at once, with new streams and
+// a new client ID, logging a warning with the subscription and how long it
+// was silent, and calls WatchdogHooks.Reopened (app counts
+// pubsink_source_stream_reopens_total). The old Receive's handlers keep the
+// work context and ack or nack as before (acks are unary calls, not sent on
+// the hung stream); it stops pulling at once, and the library closes its
+// streams once its handlers have returned. Until then both Receives hold
+// messages, so the pipeline may hold up to what the old one held (below
+// its limits, or there would have been no reopen) beyond the flow control.
+// Run returns once every Receive has returned.
+//
+// A reopen is a break for the StreamWatch (WatchdogHooks.Streams): what
+// the server had sent on the hung stream and the client never handed to a
+// handler stays leased to it until the lease runs out, exactly as on a
+// broken stream, so the watermark tracker must hold as for a break. The
+// library's cancel is a clean end for the watch, so the watchdog marks the
+// break itself (StreamWatch.MarkBroken) when it ends the streams, and again
+// once the last of them has closed.
+//
+// If the new streams are still silent, with room and a message waiting,
+// after another T, a reopen did not help: Stalled returns an error naming
+// the subscription and how long it has been silent (app fails /healthz with
+// it, so that Kubernetes or Cloud Run restarts the process, and /readyz),
+// and the streams are reopened again every T meanwhile. The first delivery
+// clears it; so does the end of Run. A hung stream is so reopened within
+// about T + T/4 of its last delivery, and the process declared unhealthy
+// within about 2T + T/2.
+//
+// Limits:
+//
+//   - The peek can only see messages that no stream holds. On Pub/Sub a
+//     hung stream holds at most its flow-control share, and the rest of a
+//     backlog stays visible. The emulator ignores flow control and pushes a
+//     whole backlog onto the open streams, read or not (measured: 200
+//     messages on 8 unread streams limited to 250 each, and on 2 limited to
+//     10 each: a Pull every 1.5 s saw none of them for 60 s and 16 s; the
+//     one message it got had been published while the Pull waited). So on
+//     the emulator a stream that hangs on the client side (the server sends,
+//     nobody reads) leaves no evidence and is not reopened; one that the
+//     server never serves (its requests lost, as through a proxy that
+//     swallowed the stream) is. For the same reason a busy pipeline on the
+//     emulator never shows evidence either: the busy rule is what keeps it
+//     alone on Pub/Sub.
+//   - A peeked message counts one delivery attempt: under a Pub/Sub
+//     dead-letter policy (max_delivery_attempts, at least 5), Pub/Sub could
+//     forward a message only the watchdog ever saw. A hung subscription is
+//     peeked successfully about once per T (the first reopen comes after
+//     one peek, each later one after another T of silence), and the process
+//     is unhealthy after the second; a working one only when a message
+//     published just then goes to the peek (it is too young to count, and
+//     is nacked at once).
+//
 // # Errors
 //
 // Check returns a clear error when the subscription does not exist. Run

@@ -40,6 +40,13 @@ type Source struct {
 	settings     pubsub.ReceiveSettings
 
 	receiving atomic.Bool
+
+	// The watchdog (watchdog.go): stall is source.stall_timeout (0: none).
+	stall   time.Duration
+	dog     *watchdog
+	hooks   WatchdogHooks
+	largest atomic.Int64                   // the largest message seen, as the flow control counts it
+	peek    func(ctx context.Context) bool // replaces the peek (tests)
 }
 
 // New returns a Source for subscription (a full name) with the flow control
@@ -71,6 +78,8 @@ func New(client *pubsub.Client, log *zap.Logger, subscription string, cfg config
 		log:          log.Named("source").With(zap.String("subscription", subscription)),
 		subscription: subscription,
 		settings:     s,
+		stall:        cfg.StallTimeout,
+		dog:          &watchdog{timeout: cfg.StallTimeout, sub: subscription},
 	}
 }
 
@@ -126,18 +135,27 @@ func (s *Source) Receiving() bool { return s.receiving.Load() }
 // nil. Handlers get workCtx; cancelling it (after the shutdown timeout)
 // makes them give up and nack. Run returns an error when the service fails
 // permanently (for example the subscription was deleted). Run must not be
-// called twice at once.
+// called twice at once. With a stall timeout, the watchdog may end a
+// Receive whose streams hang and start another (see doc.go, "Watchdog").
 func (s *Source) Run(receiveCtx, workCtx context.Context, h Handler) error {
-	sub := s.client.Subscriber(s.subscription)
-	sub.ReceiveSettings = s.settings
 	s.receiving.Store(true)
 	defer s.receiving.Store(false)
 	s.log.Info("receiving",
 		zap.Int("streams", s.settings.NumGoroutines),
 		zap.Int("max_outstanding_messages", s.settings.MaxOutstandingMessages),
-		zap.Int("max_outstanding_bytes", s.settings.MaxOutstandingBytes))
+		zap.Int("max_outstanding_bytes", s.settings.MaxOutstandingBytes),
+		zap.Duration("stall_timeout", s.stall))
+	return s.runGenerations(receiveCtx, workCtx, h)
+}
 
-	err := sub.Receive(receiveCtx, func(_ context.Context, pm *pubsub.Message) {
+// receive is one Receive, one set of streams, until ctx ends; g counts what
+// its handlers hold.
+func (s *Source) receive(ctx, workCtx context.Context, h Handler, g *generation) error {
+	sub := s.client.Subscriber(s.subscription)
+	sub.ReceiveSettings = s.settings
+	err := sub.Receive(ctx, func(_ context.Context, pm *pubsub.Message) {
+		held := g.began(s, len(pm.Data))
+		defer g.ended(held)
 		// The callback's own context ends with receiveCtx; the outcome of a
 		// message already received must not be cut short by that.
 		m := Message{

@@ -35,8 +35,10 @@ type StreamState struct {
 	Open int
 	// Broke is the last time a stream ended while its caller still wanted
 	// it (an error from the service or the connection, or a close by the
-	// server); zero if none did. A stream the client cancels itself (Run
-	// returning, or the library closing a stream it reopens) is no break.
+	// server), or the watchdog ended hung streams to reopen them
+	// (MarkBroken); zero if none did. A stream the client cancels itself
+	// otherwise (Run returning, or the library closing a stream it
+	// reopens) is no break.
 	Broke time.Time
 }
 
@@ -142,6 +144,24 @@ func (s *watchedStream) end(broken bool) {
 	if s.sub != "" {
 		s.w.closed(s.sub, broken)
 	}
+}
+
+// MarkBroken records a break of subscription's streams now, though none of
+// them ended by itself: the caller ended streams it still wanted (the
+// watchdog ends hung streams to reopen them, and what they had leased stays
+// leased to them as on a broken stream). A nil watch does nothing.
+func (w *StreamWatch) MarkBroken(subscription string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.subs[subscription]
+	if s == nil {
+		s = &StreamState{}
+		w.subs[subscription] = s
+	}
+	s.Broke = time.Now()
 }
 
 func (w *StreamWatch) opened(sub string) {

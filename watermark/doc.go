@@ -178,6 +178,12 @@
 //     in the subscription and a subscription that answers probes is not an
 //     empty one.
 //
+// The watchdog of the tracking subscription (package source, "Watchdog")
+// ends hung streams itself to reopen them; what the server had sent on them
+// is stranded exactly as on a broken stream, so the watchdog marks a break
+// on the StreamWatch (StreamWatch.MarkBroken) when it ends them and again
+// once they have closed, and the tracker holds as above.
+//
 // The price: after each break the watermark stops advancing for 16s, then
 // catches up (it never goes back). Real Pub/Sub also ends streams on its
 // own now and then; each such end costs a pause. Breaks of the main subscription alone cost nothing: the tracker

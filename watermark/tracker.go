@@ -735,6 +735,12 @@ func (t *Tracker) Close(ctx context.Context) error {
 	return t.closeErr
 }
 
+// Stalled reports what the watchdog of the tracking subscription found
+// (source.Source.Stalled): nil unless its streams hung and reopening them
+// did not help. A follower, which does not read the subscription, is never
+// stalled.
+func (t *Tracker) Stalled() error { return t.tracking.Stalled() }
+
 // Stats returns the tracker's bookkeeping figures as of the last tick of
 // the latest leading term, for /status, with this member's role.
 func (t *Tracker) Stats() Stats {

@@ -49,6 +49,7 @@ type Metrics struct {
 	// ready answers pubsink_ready at scrape time (nil: 0).
 	readyMu sync.Mutex
 	ready   func(ctx context.Context) error
+	reopens *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
@@ -89,6 +90,7 @@ func New() *Metrics {
 		takeovers:     counter("pubsink_watermark_leader_takeovers_total", "Times this process took the lease of the pipeline's watermark leader.", pl...),
 		dlErrors:      counter("pubsink_dead_letter_errors_total", "Dead-letter sends that failed, by gRPC code (Unknown for a file output's errors); each is retried.", "pipeline", "code"),
 		times:         newTimeCollector(),
+		reopens:       counter("pubsink_source_stream_reopens_total", "Times the watchdog reopened the streams of one of the pipeline's subscriptions (main or tracking): they delivered nothing for source.stall_timeout while messages waited and flow control had room.", pl...),
 	}
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
 	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
@@ -143,6 +145,9 @@ type Pipeline struct {
 	DeadLetterHeld   prometheus.Gauge
 	DeadLetterGaveUp prometheus.Counter
 	Takeovers        prometheus.Counter
+	// StreamReopens counts the watchdog's reopens of the streams of the
+	// pipeline's subscriptions (package source).
+	StreamReopens prometheus.Counter
 
 	name         string
 	times        *timeCollector
@@ -179,6 +184,7 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		name:             name,
 		times:            m.times,
 		dlErrors:         m.dlErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		StreamReopens:    m.reopens.WithLabelValues(name),
 		deadLettered:     m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		sinkErrors:       m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}

@@ -1,5 +1,7 @@
 // Package server serves pubsink's operational HTTP endpoints: Prometheus
-// text at /metrics, liveness at /healthz (200 while the process runs),
+// text at /metrics, liveness at /healthz (200 while the process runs and
+// Probes.Live finds nothing wrong; 503 with Live's reason, on one line,
+// when a pipeline's streams hung and reopening them did not help),
 // readiness at /readyz (200 once every pipeline is receiving and its sink
 // answers), and /status (JSON, per pipeline: counts, watermark and its lag,
 // oldest in-flight publish time, dedupe state).

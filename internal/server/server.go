@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,12 @@ type Probes struct {
 	Ready func(ctx context.Context) error
 	// Status returns the JSON-encodable state of every pipeline.
 	Status func() any
+	// Live, if set, returns nil while the process is healthy, and else why
+	// not (a pipeline whose streams hung and could not be reopened): then
+	// /healthz answers 503 with the reason, so that the orchestrator
+	// restarts the process. nil: /healthz answers 200 while the process
+	// runs.
+	Live func() error
 }
 
 // readyTimeout bounds one readiness check: a probe that hangs is a probe
@@ -44,6 +51,12 @@ func Listen(log *zap.Logger, addr string, reg *prometheus.Registry, probes Probe
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if probes.Live != nil {
+			if err := probes.Live(); err != nil {
+				http.Error(w, "unhealthy: "+oneLine(err.Error()), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -67,6 +80,9 @@ func Listen(log *zap.Logger, addr string, reg *prometheus.Registry, probes Probe
 		ln:  ln,
 	}, nil
 }
+
+// oneLine joins the lines of s with "; ": a probe's reason is one line.
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

@@ -19,9 +19,11 @@ func TestEndpoints(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 	ready := errors.New("pipeline orders is not receiving")
+	var live error
 	s, err := Listen(zap.NewNop(), "127.0.0.1:0", reg, Probes{
 		Ready:  func(context.Context) error { return ready },
 		Status: func() any { return map[string]int{"received": 7} },
+		Live:   func() error { return live },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +44,14 @@ func TestEndpoints(t *testing.T) {
 
 	if code, _ := get("/healthz"); code != 200 {
 		t.Errorf("/healthz = %d, want 200", code)
+	}
+	live = errors.Join(errors.New("pipeline orders: subscription projects/p/subscriptions/s has delivered nothing"), errors.New("pipeline clicks: too"))
+	if code, body := get("/healthz"); code != 503 || body != "unhealthy: pipeline orders: subscription projects/p/subscriptions/s has delivered nothing; pipeline clicks: too\n" {
+		t.Errorf("/healthz = %d %q while a pipeline is stalled, want 503 with the reasons on one line", code, body)
+	}
+	live = nil
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d once live again, want 200", code)
 	}
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "not receiving") {
 		t.Errorf("/readyz = %d %q, want 503 with the reason", code, body)
