@@ -7,8 +7,14 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/pubsink .
+# `pubsink version` and pubsink_build_info name these (the build context has
+# no .git, so Go cannot record the revision itself):
+#   docker build --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) -t pubsink .
+ARG VERSION=
+ARG REVISION=
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
+      -ldflags "-s -w -X github.com/pubsink/pubsink/internal/buildinfo.version=${VERSION} -X github.com/pubsink/pubsink/internal/buildinfo.revision=${REVISION}" \
+      -o /out/pubsink .
 # A writable home for a dead_letter.file, owned by nonroot: a volume mounted
 # here takes this ownership.
 RUN mkdir -p /out/var/lib/pubsink

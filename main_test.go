@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -25,8 +26,15 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"no command is a usage error", nil, exitUsage, "Usage:"},
 		{"an unknown command is a usage error", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		{"an unknown flag is a usage error", []string{"validate", "--nope"}, exitUsage, "flag provided but not defined"},
-		{"version", []string{"version"}, exitOK, "pubsink "},
+		{"an unknown flag is a usage error", []string{"validate", "--nope"}, exitUsage, "unknown flag: --nope"},
+		{"a positional argument is a usage error", []string{"validate", "-c", good, "extra"}, exitUsage, `unexpected argument "extra"`},
+		{"deadletter without replay is a usage error", []string{"deadletter"}, exitUsage, "the subcommand is replay"},
+		{"replay without --pipeline is a usage error", []string{"deadletter", "replay", "-c", good}, exitUsage, "--pipeline is required"},
+		{"version names the Go version", []string{"version"}, exitOK, "pubsink (devel) (revision "},
+		{"--version too", []string{"--version"}, exitOK, runtime.Version()},
+		{"and -version, as the flag package had it", []string{"-version"}, exitOK, runtime.Version()},
+		{"a single-dash long flag, as the flag package had it", []string{"validate", "-config", good}, exitOK, "ok (1 pipelines)"},
+		{"run with a bad file logs the problems as JSON and exits 2", []string{"run", "-c", bad}, exitUsage, `"severity":"ERROR"`},
 		{"validate accepts a good file", []string{"validate", "-c", good}, exitOK, "ok (1 pipelines)"},
 		{"validate prints every problem and exits 2", []string{"validate", "--config", bad}, exitUsage, "pipelines[0].sink.colums: unknown key"},
 		{"validate of a missing file exits 2", []string{"validate", "-c", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
@@ -49,5 +57,43 @@ func TestConfigDefaultsToTheEnvironment(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"validate"}, &out, &out); code != exitOK {
 		t.Fatalf("validate with $PUBSINK_CONFIG = %d:\n%s", code, out.String())
+	}
+}
+
+// TestEveryCommandAnswersHelp: --help (and -h) on every command prints its
+// flags to stdout and exits 0.
+func TestEveryCommandAnswersHelp(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		flags []string
+	}{
+		{[]string{"--help"}, []string{"run", "validate", "setup", "demo", "deadletter", "version", "completion"}},
+		{[]string{"run", "--help"}, []string{"--config"}},
+		{[]string{"validate", "-h"}, []string{"--config"}},
+		{[]string{"setup", "--help"}, []string{"--config"}},
+		{[]string{"demo", "--help"}, []string{"--messages", "--seed", "--dir", "--timeout", "--log-level"}},
+		{[]string{"deadletter", "replay", "--help"}, []string{"--config", "--pipeline", "--reason", "--limit", "--dry-run"}},
+		{[]string{"help", "demo"}, []string{"--log-level"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(c.args, &stdout, &stderr)
+		if code != exitOK {
+			t.Errorf("%q: exit %d, stderr %s", c.args, code, stderr.String())
+			continue
+		}
+		for _, f := range c.flags {
+			if !strings.Contains(stdout.String(), f) {
+				t.Errorf("%q: help lacks %s:\n%s", c.args, f, stdout.String())
+			}
+		}
+	}
+}
+
+func TestCompletionForEveryShell(t *testing.T) {
+	for shell, marker := range map[string]string{"bash": "complete -o default", "zsh": "#compdef pubsink", "fish": "complete -c pubsink"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"completion", shell}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), marker) {
+			t.Errorf("completion %s: exit %d, %d bytes, want %q in it; stderr %s", shell, code, stdout.Len(), marker, stderr.String())
+		}
 	}
 }

@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.uber.org/zap"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"cloud.google.com/go/bigtable"
+	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/deadletter/replay"
+	"github.com/pubsink/pubsink/internal/buildinfo"
 	"github.com/pubsink/pubsink/internal/logging"
 )
 
@@ -79,16 +80,29 @@ func localProblems(cfg *config.Config) config.Problems {
 	return ps
 }
 
+// LoggedError is an error the command has already written to its log, as
+// a JSON line when the log is JSON (Cloud Logging then sees the failure
+// with its severity, not as plain text): the CLI prints nothing more and
+// maps Err to the exit code.
+type LoggedError struct{ Err error }
+
+func (e *LoggedError) Error() string { return e.Err.Error() }
+func (e *LoggedError) Unwrap() error { return e.Err }
+
 // RunFile runs every pipeline of the file at path until ctx ends (SIGTERM,
-// SIGINT), logging to logs; see App.Run for the order of the stop.
+// SIGINT), logging to logs; see App.Run for the order of the stop. A
+// failure is logged (LoggedError): with the file's log settings once they
+// are known, as JSON at info level before (a file that cannot be loaded).
 func RunFile(ctx context.Context, path string, logs io.Writer) error {
 	cfg, err := LoadConfig(path)
 	if err != nil {
-		return err
+		log, _ := logging.New("info", "json", logs) // fixed arguments: cannot fail
+		log.Error("cannot start: the configuration is not usable", zap.String("config", path), zap.Error(err))
+		return &LoggedError{err}
 	}
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
 	if err != nil {
-		return err
+		return err // unreachable: validation checked level and format
 	}
 	defer log.Sync()
 	limit := memoryLimit()
@@ -102,9 +116,14 @@ func RunFile(ctx context.Context, path string, logs io.Writer) error {
 			log.Info("stopped during start-up", zap.Error(err))
 			return nil
 		}
-		return err
+		log.Error("cannot start", zap.Error(err))
+		return &LoggedError{err}
 	}
-	return a.Run(ctx)
+	if err := a.Run(ctx); err != nil {
+		log.Error("stopped on a failure", zap.Error(err))
+		return &LoggedError{err}
+	}
+	return nil
 }
 
 // SetupFile creates what the file at path names and is missing (Setup),
@@ -211,3 +230,7 @@ func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs i
 	}
 	return nil
 }
+
+// Version is the line `pubsink version` prints: the module version, the
+// VCS revision and the Go version of the binary.
+func Version() string { return buildinfo.Read().String() }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
+	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/pipeline"
 )
 
@@ -32,12 +33,24 @@ type DemoOptions struct {
 	Timeout  time.Duration // give up after this long; 0 → 2 minutes
 	Dir      string        // where the dead-letter file goes; "" → a new temp dir
 	Seed     uint64
+	// LogLevel, if set (debug, info, warn, error), logs the pipeline's
+	// work to Logs in the console format; "" logs nothing.
+	LogLevel string
+	Logs     io.Writer
 }
 
 // Demo starts an in-process Pub/Sub fake and Bigtable emulator on loopback,
 // sets up the demo pipeline, publishes the sample stream, runs pubsink on it
 // until every message reached its outcome, and prints a summary to out.
 func Demo(ctx context.Context, out io.Writer, opts DemoOptions) error {
+	log := zap.NewNop()
+	if opts.LogLevel != "" {
+		var err error
+		if log, err = logging.New(opts.LogLevel, "console", opts.Logs); err != nil {
+			return &ConfigError{fmt.Errorf("demo --log-level: %w", err)}
+		}
+		defer log.Sync()
+	}
 	if opts.Messages <= 0 {
 		opts.Messages = 3000
 	}
@@ -86,7 +99,7 @@ func Demo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 	fmt.Fprintf(out, "published %d messages to %s: %d readings from 12 sensors, %d duplicates (a publisher's retries), %d poison\n",
 		len(stream), pc.Source.Topic, expect["reading"], expect["duplicate"], len(stream)-expect["reading"]-expect["duplicate"])
 
-	a, err := Open(ctx, zap.NewNop(), cfg, Options{PubSub: ps, Bigtable: openBigtable})
+	a, err := Open(ctx, log, cfg, Options{PubSub: ps, Bigtable: openBigtable})
 	if err != nil {
 		return err
 	}

@@ -19,13 +19,28 @@ type Info struct {
 	GoVersion string
 }
 
+// version and revision, when set at link time, take the place of what the
+// build recorded: a build without the repository (a Docker build context
+// without .git, GOFLAGS=-buildvcs=false) records no revision. The
+// Dockerfile sets both:
+//
+//	-ldflags "-X github.com/pubsink/pubsink/internal/buildinfo.version=v1.2.3
+//	          -X github.com/pubsink/pubsink/internal/buildinfo.revision=abc123"
+var version, revision string
+
 // Read returns the build information of the running binary.
 func Read() Info {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return Info{Version: "unknown", Revision: "unknown", GoVersion: "unknown"}
+	info := Info{Version: "unknown", Revision: "unknown", GoVersion: "unknown"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		info = fromBuildInfo(bi)
 	}
-	return fromBuildInfo(bi)
+	if version != "" {
+		info.Version = version
+	}
+	if revision != "" {
+		info.Revision = revision
+	}
+	return info
 }
 
 func fromBuildInfo(bi *debug.BuildInfo) Info {

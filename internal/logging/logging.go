@@ -11,7 +11,9 @@ import (
 )
 
 // New builds the process logger. format "json" writes the fields Cloud
-// Logging reads from a container's stdout (severity, message, time); format
+// Logging reads from a container's stdout (severity, message, time,
+// logging.googleapis.com/sourceLocation, and the pipeline as one of
+// logging.googleapis.com/labels), durations with their unit ("1m30s"); format
 // "console" is for a terminal. Repeated lines are sampled (the first 100 of
 // a message each second, then one in 100), so a long outage cannot flood
 // the logs with one retry line per message.
@@ -32,6 +34,11 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 		ec.TimeKey = "time"
 		ec.EncodeLevel = cloudSeverity
 		ec.EncodeTime = zapcore.RFC3339NanoTimeEncoder
+		// Durations as "1m30s", so that the unit is in the value.
+		ec.EncodeDuration = zapcore.StringDurationEncoder
+		// The caller goes into logging.googleapis.com/sourceLocation
+		// (cloudCore), not a field of its own.
+		ec.CallerKey = zapcore.OmitKey
 		enc = zapcore.NewJSONEncoder(ec)
 	case "console":
 		ec := zap.NewDevelopmentEncoderConfig()
@@ -41,8 +48,11 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 		return nil, fmt.Errorf("log.format: unknown format %q (json or console)", format)
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
+	if format != "console" {
+		core = &cloudCore{Core: core}
+	}
 	core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
-	return zap.New(core), nil
+	return zap.New(core, zap.AddCaller()), nil
 }
 
 // cloudSeverity writes zap levels as Cloud Logging severities.
