@@ -64,6 +64,15 @@ type Options struct {
 	// MemoryLimit is the container's memory limit in bytes, which sizes the
 	// default flow control; 0: read it from the cgroup.
 	MemoryLimit int64
+	// Now is the wall clock of every part that stamps a time into the state
+	// table or the dead-letter output, or compares one that another process
+	// or a service stamped: dedupe (claim and commit times, the window),
+	// members (renewal times), the watermark tracker (the estimate against
+	// publish times, the leader lease) and the dead-letter output
+	// (pubsink_failed_at). nil: time.Now. RunFile sets it from
+	// $PUBSINK_CLOCK_OFFSET. Durations measured within the process stay on
+	// the monotonic clock either way.
+	Now func() time.Time
 }
 
 // App is every pipeline of one configuration, running in this process,

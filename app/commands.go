@@ -105,10 +105,19 @@ func RunFile(ctx context.Context, path string, logs io.Writer) error {
 		return err // unreachable: validation checked level and format
 	}
 	defer log.Sync()
+	offset, now, err := clockFromEnv()
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return &LoggedError{err}
+	}
+	if offset != 0 {
+		log.Warn("the wall clock is shifted by $"+ClockOffsetEnv+" (a seam for fault campaigns): every time this process stamps into the state table or a dead-letter copy, or compares with another process's or a service's, is off by it",
+			zap.String("offset", offset.String()))
+	}
 	limit := memoryLimit()
 	setMemoryLimit(limit)
 
-	a, err := Open(ctx, log, cfg, Options{MemoryLimit: limit})
+	a, err := Open(ctx, log, cfg, Options{MemoryLimit: limit, Now: now})
 	if err != nil {
 		if ctx.Err() != nil {
 			// SIGTERM while the start-up checks waited: nothing was

@@ -21,7 +21,7 @@ var _ pipeline.Checker = (*deadletter.Topic)(nil)
 // subscription, as its start-up check found it. The pipeline counts and
 // logs what it dead-letters; m is not needed here.
 func (a *App) deadLetter(ctx context.Context, pc config.Pipeline, topic string, _ *metrics.Pipeline) (pipeline.DeadLetter, error) {
-	clients := deadletter.Clients{PubSub: a.pubsub}
+	clients := deadletter.Clients{PubSub: a.pubsub, Now: a.now()}
 	switch deadletter.Kind(pc.DeadLetter) {
 	case "":
 		// An untyped nil: a nil *Topic in the interface would look like an

@@ -29,6 +29,7 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, mb *members.Member
 		Window:   pc.Dedupe.Window,
 		Members:  mb,
 		Metrics:  m,
+		Now:      a.now(),
 	})
 	// A missing state table would fail every lookup, and the pipeline
 	// would retry them forever: refuse to start instead.
@@ -51,5 +52,5 @@ func (a *App) members(ctx context.Context, pc config.Pipeline, m *metrics.Pipeli
 	if err != nil {
 		return nil, err
 	}
-	return members.New(bt, a.log, members.Config{Pipeline: pc.Name, Table: a.cfg.State.Table, ID: a.id, Metrics: m}), nil
+	return members.New(bt, a.log, members.Config{Pipeline: pc.Name, Table: a.cfg.State.Table, ID: a.id, Metrics: m, Now: a.now()}), nil
 }

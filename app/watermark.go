@@ -78,6 +78,7 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		Member:     mb.ID(),
 		Peers:      mb.Peers,
 		MaxPending: maxBytes / pendingBytesPerEntry,
+		Now:        a.now(),
 		// A message whose lease ran out comes back only after the
 		// subscription's retry policy let it: the tracker's guards wait
 		// for the longer backoff of the two subscriptions on top of the

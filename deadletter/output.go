@@ -41,6 +41,10 @@ type Clients struct {
 	// Bigtable is a data client of the state instance (state.instance),
 	// where a dead_letter.bigtable_table lives.
 	Bigtable *bigtable.Client
+	// Now, if set, is the clock Open's output stamps its copies with
+	// (pubsink_failed_at) and a topic output times its subscription checks
+	// by; nil: time.Now. Readers do not use it.
+	Now func() time.Time
 }
 
 // The kinds of output, as their config keys name them.
@@ -78,6 +82,10 @@ var errClosed = errors.New("dead-letter output is closed")
 // resource names.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients) (Output, error) {
 	log = log.Named("deadletter").With(zap.String("pipeline", p.Name))
+	now := clients.Now
+	if now == nil {
+		now = time.Now
+	}
 	// Each case returns its own type: an error must come with an untyped
 	// nil, not a nil *Topic inside a non-nil Output.
 	switch Kind(p.DeadLetter) {
@@ -85,7 +93,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pip
 		if clients.PubSub == nil {
 			return nil, errors.New("dead_letter.topic needs a Pub/Sub client")
 		}
-		t, err := openTopic(ctx, log, clients.PubSub, cfg.TopicName(p.DeadLetter.Topic), p.Name)
+		t, err := openTopic(ctx, log, clients.PubSub, cfg.TopicName(p.DeadLetter.Topic), p.Name, now)
 		if err != nil {
 			return nil, err
 		}
@@ -98,12 +106,14 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pip
 		if err != nil {
 			return nil, err
 		}
+		t.now = now
 		return t, nil
 	case KindFile:
 		f, err := openFile(log, p.DeadLetter.File, p.Name)
 		if err != nil {
 			return nil, err
 		}
+		f.now = now
 		return f, nil
 	}
 	return nil, ErrNoOutput

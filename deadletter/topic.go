@@ -69,7 +69,7 @@ type Topic struct {
 
 // openTopic checks that the topic exists and has a subscription (Pub/Sub
 // drops what is published to a topic without one), and returns its output.
-func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name, pipeline string) (*Topic, error) {
+func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name, pipeline string, now func() time.Time) (*Topic, error) {
 	log = log.With(zap.String("topic", name))
 	_, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name})
 	switch status.Code(err) {
@@ -84,7 +84,7 @@ func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name
 	default:
 		return nil, fmt.Errorf("get dead-letter topic %s: %w", name, err)
 	}
-	subs, err := watchSubscriptions(ctx, log, client, name)
+	subs, err := watchSubscriptions(ctx, log, client, name, now)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func openTopic(ctx context.Context, log *zap.Logger, client *pubsub.Client, name
 		name:     name,
 		pipeline: pipeline,
 		pub:      client.Publisher(name),
-		now:      time.Now,
+		now:      now,
 		subs:     subs,
 		stopped:  make(chan struct{}),
 	}, nil
@@ -123,11 +123,11 @@ func hasSubscription(ctx context.Context, client *pubsub.Client, name string) er
 // confirm every copy and lose it, and returns the watch that goes on
 // checking; nil (with a warning) when this identity may not list the
 // topic's subscriptions, which a later check could not either.
-func watchSubscriptions(ctx context.Context, log *zap.Logger, client *pubsub.Client, name string) (*subscriptionWatch, error) {
+func watchSubscriptions(ctx context.Context, log *zap.Logger, client *pubsub.Client, name string, now func() time.Time) (*subscriptionWatch, error) {
 	err := hasSubscription(ctx, client, name)
 	switch {
 	case err == nil:
-		return &subscriptionWatch{log: log, client: client, topic: name, turn: make(chan struct{}, 1), checked: time.Now()}, nil
+		return &subscriptionWatch{log: log, client: client, topic: name, turn: make(chan struct{}, 1), checked: now()}, nil
 	case errors.Is(err, errNoSubscription):
 		return nil, fmt.Errorf("dead_letter.topic %s has no subscription, and Pub/Sub discards what is published to a topic without one: every dead-lettered message would be lost (`pubsink setup` creates dead_letter.subscription on it)", name)
 	case status.Code(err) == codes.NotFound:

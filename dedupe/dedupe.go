@@ -76,6 +76,8 @@ type Config struct {
 	// Metrics receives the lookups and filter gauges; nil: a private set.
 	Metrics *metrics.Pipeline
 	// Now is the processing-time clock; nil: time.Now. Tests set a fake.
+	// It must be the clock Members runs on: a fast-path claim is trusted
+	// only if it was confirmed before View.FastUntil by this clock.
 	Now func() time.Time
 }
 
@@ -340,7 +342,7 @@ func (d *Keys) decide(ctx context.Context, row, winner string, v members.View, f
 	// acknowledged any newcomer (package members). Otherwise another
 	// process may have claimed the key meanwhile: ask the catalog, in the
 	// one conditional mutation.
-	if now, after := time.Now(), d.cfg.Members.View(); after.Alone && after.AloneEpoch == v.AloneEpoch && now.Before(v.FastUntil) {
+	if now, after := d.now(), d.cfg.Members.View(); after.Alone && after.AloneEpoch == v.AloneEpoch && now.Before(v.FastUntil) {
 		return mine, nil
 	}
 	d.mu.Lock()

@@ -251,3 +251,21 @@ func TestAFastPathClaimConfirmedTooLateIsNotTrusted(t *testing.T) {
 		t.Fatalf("after the newcomer committed: dup %v, %v; want a duplicate", dup, err)
 	}
 }
+
+// TestTheFastPathEndsByTheProcessClock: a fast-path claim is trusted only
+// if it was confirmed before View.FastUntil, read on Config.Now, the clock
+// the membership runs on. A process whose clock is ahead of the host's
+// (PUBSINK_CLOCK_OFFSET) has a FastUntil ahead too: by the host's clock
+// the fast path would look open for as long as the offset after it ended.
+func TestTheFastPathEndsByTheProcessClock(t *testing.T) {
+	clk := &clock{now: time.Now().Add(10 * time.Minute)}
+	m := &membership{v: members.View{Joined: true, Alone: true, FastUntil: clk.Now().Add(-time.Second)}}
+	d := newTest(t, btStore{table: bttestClient(t).Open(testTable)}, clk, Config{Members: m}, true)
+	c := claimNew(t, d, "k")
+	if st := d.Stats(); st.Upgrades != 1 || st.ConditionalClaims != 1 {
+		t.Fatalf("stats %+v; want the claim confirmed too late by the process's clock, so made conditional", st)
+	}
+	if err := c.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

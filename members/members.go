@@ -40,6 +40,11 @@ type Config struct {
 	// Metrics receives the member count, the alone gauge and the renewal
 	// counters; nil: a private set.
 	Metrics *metrics.Pipeline
+	// Now is the clock: renewals stamp their cell with it, and the lease
+	// and the lapses of others are measured on it (a clock whose readings
+	// keep time.Now's monotonic reading, as time.Now().Add(d) does, keeps
+	// those measurements exact). nil: time.Now.
+	Now func() time.Time
 }
 
 // NewID returns a member ID: the host name and 8 random bytes, so that a
@@ -138,12 +143,16 @@ func newMembers(s store, log *zap.Logger, cfg Config) *Members {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New().Pipeline(cfg.Pipeline)
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &Members{
 		cfg:      cfg,
 		margin:   cfg.Lease / 4,
 		log:      log.Named("members").With(zap.String("pipeline", cfg.Pipeline), zap.String("member", cfg.ID)),
 		store:    s,
-		now:      time.Now,
+		now:      now,
 		peers:    map[string]*peer{},
 		ackedBy:  map[string]bool{},
 		joinedCh: make(chan struct{}),

@@ -283,3 +283,43 @@ func (s *slowAck) write(ctx context.Context, id, v string, at bigtable.Timestamp
 	}
 	return s.store.write(ctx, id, v, at)
 }
+
+// TestMembersOnSkewedClocksStampTheirOwnAndStillSeeEachOther: Config.Now
+// is the clock a member stamps its cell with and measures on. Two members
+// whose wall clocks are seconds apart (offsets that keep the monotonic
+// reading, as PUBSINK_CLOCK_OFFSET's do) each stamp their own time, see
+// each other live, and join: lapses are measured on each one's own
+// monotonic clock, never by comparing the other's stamps.
+func TestMembersOnSkewedClocksStampTheirOwnAndStillSeeEachOther(t *testing.T) {
+	c := stateTable(t)
+	offsets := map[string]time.Duration{"ahead": 3 * time.Second, "behind": -3 * time.Second}
+	var ms []*member
+	for _, id := range []string{"ahead", "behind"} {
+		off := offsets[id]
+		cfg := Config{Pipeline: "orders", Table: "state", ID: id, Lease: testLease, Now: func() time.Time { return time.Now().Add(off) }}
+		ms = append(ms, run(t, New(c, zap.NewNop(), cfg)))
+	}
+	for _, m := range ms {
+		eventually(t, m.ID()+" joined and not alone", 3*time.Second, func() bool {
+			v := m.View()
+			return v.Joined && !v.Alone
+		})
+	}
+	// Both stay live for each other over several leases.
+	time.Sleep(4 * testLease)
+	for _, m := range ms {
+		if st := m.Stats(); len(st.Members) != 2 || !st.Joined {
+			t.Errorf("%s: %+v; want both members, joined", m.ID(), st)
+		}
+	}
+	row, err := c.Open("state").ReadRow(context.Background(), Row("orders"), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range row["m"] {
+		id := it.Column[len("m:"):]
+		if d := time.Until(it.Timestamp.Time()) - offsets[id]; d < -time.Second || d > time.Second {
+			t.Errorf("%s's cell stamped %v: %v off its clock", id, it.Timestamp.Time(), d)
+		}
+	}
+}

@@ -115,7 +115,7 @@
 //     publish time it holds (Tracker.WatchInFlight, read once a tick; the
 //     per-message path is unchanged) and the finishes carry their publish
 //     times. "Before the start" means before start + transit (a service
-//     clock behind the host's), to the second for what is in flight.
+//     clock ahead of the host's), to the second for what is in flight.
 //
 // The price: after a restart the watermark holds for at least 18s, and
 // with a backlog on the main subscription until the pipeline has worked

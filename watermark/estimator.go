@@ -136,7 +136,8 @@ func (e *estimator) watermark() int64 {
 
 // preStart is the publish time before which a message counts as published
 // before the start: the start plus the transit allowance, which covers a
-// service clock behind the host's.
+// service clock ahead of the host's (a message published before the start
+// then carries a publish time after it).
 func (e *estimator) preStart() int64 { return e.start + e.p.transit }
 
 // guardMin is the shortest time the startup guard stays on: the messages a

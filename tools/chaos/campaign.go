@@ -20,10 +20,14 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pubsink/pubsink/app"
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/internal/testenv/emulator"
 	"github.com/pubsink/pubsink/internal/testenv/faultproxy"
@@ -59,42 +63,6 @@ const (
 	wmFormat     = state.WatermarkFormat
 )
 
-// configYAML is the pipeline under test: exactly_once with an id_attribute,
-// a timestamp_attribute (auto: milliseconds or RFC 3339), a tracking
-// subscription, late_data: dead_letter, and a dead-letter topic with its
-// replay subscription (the production default).
-const configYAML = `# Written by tools/chaos.
-project: ` + project + `
-log: {level: info, format: json}
-http: {addr: "%s"}
-shutdown_timeout: %s
-state: {instance: ` + instance + `, table: ` + stateTable + `}
-pipelines:
-  - name: ` + pipelineName + `
-    mode: exactly_once
-    source:
-      topic: ` + topicName + `
-      subscription: ` + mainSub + `
-      tracking_subscription: ` + trackingSub + `
-      id_attribute: id
-      timestamp_attribute: ts
-      timestamp_format: auto
-      streams: 4
-      max_outstanding_messages: 1000
-      max_outstanding_bytes: 64MiB
-    dedupe: {window: 10m}
-    watermark: {estimation_band: %s, allowed_lateness: 0s, late_data: dead_letter}
-    sink:
-      type: bigtable
-      table: ` + rowsTable + `
-      column_family: d
-      row_key: "{attributes.id}"
-      columns: {data: "{data}", n: "{data.n}"}
-      timestamp: event_time
-      batch: {max_messages: 200, max_bytes: 4MiB, max_delay: 20ms}
-    dead_letter: {topic: ` + dlTopic + `, subscription: ` + dlSub + `}
-`
-
 // Options configure a campaign.
 type Options struct {
 	Seed        uint64
@@ -116,6 +84,33 @@ type Options struct {
 	// after a fault as a known bug instead of a violation (see
 	// lateAfterFault).
 	TolerateLateAfterFault bool
+	// Mix runs the two pipelines of mixPipes in every process instead of
+	// the default one.
+	Mix bool
+	// Skew is the largest clock offset of a replica (replicaOffsets); 0:
+	// every process runs on the host's clock.
+	Skew time.Duration
+}
+
+// pipes are the pipelines a campaign with opts runs; dir is the run
+// directory (where a dead-letter file goes).
+func (o Options) pipes(dir string) []PipeSpec {
+	if o.Mix {
+		return mixPipes(dir)
+	}
+	return []PipeSpec{defaultPipe}
+}
+
+// pipeState is what the campaign collects of one pipeline under test; the
+// campaign's mu guards it.
+type pipeState struct {
+	spec   PipeSpec
+	stored wmStats
+	// copies are the copies read from its dead-letter output: pulled and
+	// acked from a topic's replay subscription, or the whole table or file
+	// read again each time.
+	copies    []dlCopy
+	malformed int // entries of a table or file output that are no copy
 }
 
 // faultEntry is one fault as it ran.
@@ -143,7 +138,10 @@ type campaign struct {
 	bigtable *bigtable.Client
 	binary   string
 	config   string
-	replicas []*replica // one unless -replicas
+	cfg      *config.Config // config, as pubsink reads it (for the dead-letter readers)
+	replicas []*replica     // one unless -replicas
+	pipes    []*pipeState   // the pipelines under test; the first gates duplicates and replays
+	offsets  []time.Duration
 
 	// life serialises starting and stopping pubsink (faults, the
 	// watchdog, the final stop).
@@ -154,9 +152,7 @@ type campaign struct {
 	gens         []*genRecord // every process of every replica, by gen
 	steps        []published
 	recs         []recRuntime
-	committed    map[string]bool // ids with a dedupe record in the catalog
-	stored       wmStats
-	copies       []dlCopy
+	committed    map[string]bool // ids with a dedupe record in the first pipeline's catalog
 	faultLog     []faultEntry
 	terms        []int
 	unexpected   []string
@@ -164,9 +160,11 @@ type campaign struct {
 	lastFault    time.Time // when the last fault ended
 	faultFrom    time.Time // when the last fault began
 	disrupted    []time.Time
+	kills        []time.Time // SIGKILLs, and exits on their own
+	stops        []time.Time // every stop of a process but the final one
 	gatedLeft    []int
 	orphaned     []int        // gated steps dropped: their original was dead-lettered
-	deadLettered map[int]bool // records with a dead-letter copy
+	deadLettered map[int]bool // records with a dead-letter copy in the first pipeline's output
 	pendingCat   atomic.Int64 // gated dups and replays waiting for a commit
 }
 
@@ -176,6 +174,7 @@ type campaign struct {
 type replica struct {
 	n       int // 1..N with -replicas N > 1; 0 when one process runs
 	addr    string
+	offset  time.Duration // PUBSINK_CLOCK_OFFSET of its processes
 	env     []string
 	cur     *child
 	started int // processes started in this slot so far
@@ -210,12 +209,19 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	c.sched = NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall, Replicas: opts.Replicas})
 	c.steps = make([]published, len(c.plan.Steps))
 	c.recs = make([]recRuntime, len(c.plan.Records))
+	for _, p := range opts.pipes(opts.Dir) {
+		c.pipes = append(c.pipes, &pipeState{spec: p})
+	}
+	c.offsets = replicaOffsets(max(opts.Replicas, 1), opts.Skew)
 	results, err := c.run(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := &Report{Results: results, Faults: c.faultLog, Workload: c.plan.Summary()}
 	for _, g := range c.gens {
 		line := fmt.Sprintf("%s: started +%.1fs", g.child.name(), g.startedAt.Seconds())
+		if g.offset != 0 {
+			line += fmt.Sprintf(", clock %s", signed(g.offset))
+		}
 		if g.guardOff > 0 {
 			line += fmt.Sprintf(", startup guard off +%.1fs", g.guardOff.Seconds())
 		}
@@ -262,24 +268,51 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 
 	final, finalOK := c.settle(ctx)
 	c.finalStop()
-	leftMain, leftTracking := c.leftovers(ctx)
+	left := c.leftovers(ctx)
 	c.drainDeadLetters(ctx)
 	stopObservers()
 	observers.Wait()
-	rows, err := c.readRows(ctx)
-	if err != nil {
-		return nil, err
+	rows := make([]map[string]map[string][]cell, len(c.pipes))
+	for i, p := range c.pipes {
+		var err error
+		if rows[i], err = c.readRows(ctx, p.spec.Table); err != nil {
+			return nil, err
+		}
 	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	o := &Observed{
-		Begin: c.begin, Replicas: len(c.replicas), Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows, Copies: c.copies,
-		LeftMain: leftMain, LeftTracking: leftTracking, Stored: c.stored, Gens: c.gens,
-		Final: final, FinalOK: finalOK, Terms: c.terms, Unexpected: c.unexpected, NotReady: c.notReady,
-		GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
+	var skew time.Duration
+	for _, o := range c.offsets {
+		skew = max(skew, o, -o)
 	}
-	return Check(o), nil
+	obs := make([]*Observed, len(c.pipes))
+	for i, p := range c.pipes {
+		obs[i] = &Observed{
+			Begin: c.begin, Replicas: len(c.replicas), Pipe: p.spec, Skew: skew, Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows[i], Copies: p.copies,
+			Malformed: p.malformed, LeftMain: left[i][0], LeftTracking: left[i][1], Stored: p.stored, Gens: c.gensOf(i),
+			Final: final[i], FinalOK: finalOK, Terms: c.terms, Unexpected: c.unexpected, NotReady: c.notReady,
+			GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, Kills: c.kills, Stops: c.stops, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
+		}
+	}
+	return CheckAll(obs), nil
+}
+
+// gensOf returns the records of pipeline i in every process: the process's
+// own record for the first, else the record it keeps for pipeline i, with
+// how and when the process ended copied in. The caller holds c.mu.
+func (c *campaign) gensOf(i int) []*genRecord {
+	out := make([]*genRecord, len(c.gens))
+	for j, g := range c.gens {
+		if i == 0 {
+			out[j] = g
+			continue
+		}
+		o := g.others[i-1]
+		o.how, o.stoppedAt = g.how, g.stoppedAt
+		out[j] = o
+	}
+	return out
 }
 
 // startInfrastructure starts both emulators and builds pubsink at once,
@@ -318,9 +351,15 @@ func (c *campaign) startInfrastructure(ctx context.Context) error {
 		return err
 	}
 	c.config = filepath.Join(c.opts.Dir, "config.yaml")
-	yaml := fmt.Sprintf(configYAML, c.replicas[0].addr, shutdownTimeout, band)
-	if err := os.WriteFile(c.config, []byte(yaml), 0o644); err != nil {
+	specs := make([]PipeSpec, len(c.pipes))
+	for i, p := range c.pipes {
+		specs[i] = p.spec
+	}
+	if err := os.WriteFile(c.config, []byte(configYAML(c.replicas[0].addr, specs)), 0o644); err != nil {
 		return err
+	}
+	if c.cfg, err = config.Load(c.config); err != nil {
+		return fmt.Errorf("the campaign's own config.yaml: %w", err)
 	}
 	setup := exec.CommandContext(ctx, c.binary, "setup", "--config", c.config)
 	setup.Env = append(append(os.Environ(), c.ps.Env()...), c.bt.Env()...)
@@ -405,6 +444,10 @@ func (c *campaign) makeReplicas() error {
 			r.n = i + 1
 		}
 		r.env = []string{"PUBSUB_EMULATOR_HOST=" + c.psProxy.Addr(), "BIGTABLE_EMULATOR_HOST=" + c.btProxy.Addr(), "PUBSINK_HTTP_ADDR=" + r.addr}
+		if c.offsets != nil {
+			r.offset = c.offsets[i]
+			r.env = append(r.env, app.ClockOffsetEnv+"="+signed(r.offset))
+		}
 		c.replicas = append(c.replicas, r)
 	}
 	return nil
@@ -443,7 +486,10 @@ func (c *campaign) launch(ctx context.Context, r *replica) (*child, error) {
 	gen := len(c.gens) + 1
 	r.started++
 	nth := r.started
-	stored := c.stored.last
+	stored := make([]time.Time, len(c.pipes))
+	for i, p := range c.pipes {
+		stored[i] = p.stored.last
+	}
 	c.mu.Unlock()
 	ch, err := startChild(c.binary, c.config, filepath.Join(c.opts.Dir, logName(r.n, nth, gen)), gen, r.n, r.env)
 	if err != nil {
@@ -451,7 +497,12 @@ func (c *campaign) launch(ctx context.Context, r *replica) (*child, error) {
 	}
 	c.mu.Lock()
 	r.cur = ch
-	c.gens = append(c.gens, &genRecord{gen: gen, child: ch, storedAtStart: stored, startedAt: c.since()})
+	at := c.since()
+	g := &genRecord{gen: gen, child: ch, offset: r.offset, storedAtStart: stored[0], startedAt: at}
+	for i := 1; i < len(c.pipes); i++ {
+		g.others = append(g.others, &genRecord{gen: gen, child: ch, offset: r.offset, storedAtStart: stored[i], startedAt: at})
+	}
+	c.gens = append(c.gens, g)
 	c.mu.Unlock()
 	go c.watch(ctx, r, ch)
 	return ch, nil
@@ -487,6 +538,8 @@ func (c *campaign) watch(ctx context.Context, r *replica, ch *child) {
 	msg := fmt.Sprintf("%s exited on its own at +%v (%s); log %s ends:\n%s", ch.name(), c.since().Round(time.Millisecond), ch.exitText(), ch.logPath, ch.logTail(10))
 	c.unexpected = append(c.unexpected, msg)
 	c.disrupted = append(c.disrupted, time.Now())
+	c.kills = append(c.kills, time.Now())
+	c.stops = append(c.stops, time.Now())
 	c.gens[ch.gen-1].how = "exited on its own: " + ch.exitText()
 	c.gens[ch.gen-1].stoppedAt = c.since()
 	c.mu.Unlock()
@@ -519,6 +572,12 @@ func (c *campaign) stopReplica(r *replica, sig syscall.Signal, how string) {
 	c.mu.Lock()
 	g := c.gens[ch.gen-1]
 	c.disrupted = append(c.disrupted, time.Now())
+	if sig == syscall.SIGKILL {
+		c.kills = append(c.kills, time.Now())
+	}
+	if !c.stopping.Load() {
+		c.stops = append(c.stops, time.Now())
+	}
 	c.mu.Unlock()
 	ch.signal(sig)
 	timeout := 10 * time.Second
@@ -603,6 +662,17 @@ func (c *campaign) runFaults(ctx context.Context, t0 time.Time) {
 			p.SetLatency(f.Latency)
 			sleep(ctx, f.Dur)
 			p.SetLatency(0)
+		case FaultPubSubStall:
+			// Nothing is lost in a stall, but a stream the client gives up
+			// on meanwhile takes the acks it held with it: a disruption,
+			// like a reset, counted when the stall ends (copies made
+			// during it are acked only after it).
+			c.psProxy.Stall()
+			sleep(ctx, f.Dur)
+			c.psProxy.Resume()
+			c.mu.Lock()
+			c.disrupted = append(c.disrupted, time.Now())
+			c.mu.Unlock()
 		}
 		e.end = c.since()
 		c.mu.Lock()
@@ -764,10 +834,12 @@ func (c *campaign) gate(i int) gateState {
 		}
 		return gateWait
 	}
-	if c.stored.samples > 0 { // a late record: once a watermark is stored
-		return gateOpen
+	for _, p := range c.pipes { // a late record: once every pipeline stored a watermark
+		if p.stored.samples == 0 {
+			return gateWait
+		}
 	}
-	return gateWait
+	return gateOpen
 }
 
 // message builds the message of step i and records what it fixed (the
@@ -796,7 +868,7 @@ func (c *campaign) message(i int) *pubsub.Message {
 		}
 		rt.ts = ts
 	case VariantDup:
-		ts, _ = FormatTS(now, rec.Format)
+		ts, rt.dupET = FormatTS(now, rec.Format)
 		data = rec.Second
 	case VariantRace:
 		data = rec.Second
@@ -813,21 +885,23 @@ func (c *campaign) message(i int) *pubsub.Message {
 	return &pubsub.Message{Data: data, Attributes: attrs}
 }
 
-// sampleStored reads the stored watermark every 500 ms.
+// sampleStored reads the stored watermark of every pipeline every 500 ms.
 func (c *campaign) sampleStored(ctx context.Context) {
 	tbl := c.bigtable.Open(stateTable)
 	for sleep(ctx, 500*time.Millisecond) {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		row, err := tbl.ReadRow(rctx, state.WatermarkRow(pipelineName), bigtable.RowFilter(bigtable.LatestNFilter(1)))
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, it := range row[state.FamilyMeta] {
-			if it.Column == state.FamilyMeta+":"+state.WatermarkColumn {
-				c.mu.Lock()
-				c.stored.observe(string(it.Value), c.since())
-				c.mu.Unlock()
+		for _, p := range c.pipes {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			row, err := tbl.ReadRow(rctx, state.WatermarkRow(p.spec.Name), bigtable.RowFilter(bigtable.LatestNFilter(1)))
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, it := range row[state.FamilyMeta] {
+				if it.Column == state.FamilyMeta+":"+state.WatermarkColumn {
+					c.mu.Lock()
+					p.stored.observe(string(it.Value), c.since())
+					c.mu.Unlock()
+				}
 			}
 		}
 	}
@@ -848,7 +922,7 @@ func (c *campaign) sampleReplica(ctx context.Context, r *replica) {
 	if ch == nil || !ch.running() {
 		return
 	}
-	st, err := readStatus(ctx, r.addr)
+	sts, err := readStatus(ctx, r.addr)
 	if err != nil {
 		return
 	}
@@ -856,38 +930,115 @@ func (c *campaign) sampleReplica(ctx context.Context, r *replica) {
 	defer c.mu.Unlock()
 	// A status read while the replica's process changed may be either's:
 	// drop it.
-	if r.cur == ch && ch.running() {
-		c.gens[ch.gen-1].observeStatus(st, c.since())
+	if r.cur != ch || !ch.running() {
+		return
 	}
-}
-
-// collectDeadLetters pulls the dead-letter topic's subscription and acks
-// what it got, until ctx ends.
-func (c *campaign) collectDeadLetters(ctx context.Context) {
-	for ctx.Err() == nil {
-		if n, err := c.pullDeadLetters(ctx); err != nil || n == 0 {
-			sleep(ctx, 200*time.Millisecond)
+	g := c.gens[ch.gen-1]
+	for i, p := range c.pipes {
+		st, ok := statusOf(sts, p.spec.Name)
+		if !ok {
+			continue
+		}
+		if i == 0 {
+			g.observeStatus(st, c.since())
+		} else {
+			g.others[i-1].observeStatus(st, c.since())
 		}
 	}
 }
 
-// pullDeadLetters pulls once, keeps and acks what came.
-func (c *campaign) pullDeadLetters(ctx context.Context) (int, error) {
-	msgs, ackIDs, err := c.pull(ctx, dlSub, 1000)
-	if err != nil || len(msgs) == 0 {
-		return 0, err
+// collectDeadLetters collects the copies of every pipeline's dead-letter
+// output until ctx ends: it pulls a topic's replay subscription (acking
+// what it got), and reads a table or a file whole again every second.
+func (c *campaign) collectDeadLetters(ctx context.Context) {
+	var g sync.WaitGroup
+	for _, p := range c.pipes {
+		g.Go(func() {
+			for ctx.Err() == nil {
+				if p.spec.Output != deadletter.KindTopic {
+					c.readDeadLetters(ctx, p)
+					sleep(ctx, time.Second)
+					continue
+				}
+				if n, err := c.pullDeadLetters(ctx, p); err != nil || n == 0 {
+					sleep(ctx, 200*time.Millisecond)
+				}
+			}
+		})
 	}
-	c.mu.Lock()
-	for _, m := range msgs {
-		c.copies = append(c.copies, dlCopy{attrs: m.Attributes, data: m.Data})
-		if cid, err := strconv.Atoi(m.Attributes["cid"]); err == nil {
+	g.Wait()
+}
+
+// noteCopies marks the records of copies as dead-lettered, when p is the
+// pipeline whose catalog gates duplicates and replays. The caller holds
+// c.mu.
+func (c *campaign) noteCopies(p *pipeState, copies []dlCopy) {
+	if p != c.pipes[0] {
+		return
+	}
+	for _, cp := range copies {
+		if cid, err := strconv.Atoi(cp.attrs["cid"]); err == nil {
 			c.deadLettered[cid] = true
 		}
 	}
+}
+
+// pullDeadLetters pulls p's replay subscription once, keeps and acks what
+// came.
+func (c *campaign) pullDeadLetters(ctx context.Context, p *pipeState) (int, error) {
+	msgs, ackIDs, err := c.pull(ctx, p.spec.DLSub, 1000)
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	got := make([]dlCopy, 0, len(msgs))
+	for _, m := range msgs {
+		got = append(got, dlCopy{attrs: m.Attributes, data: m.Data})
+	}
+	c.mu.Lock()
+	p.copies = append(p.copies, got...)
+	c.noteCopies(p, got)
 	c.mu.Unlock()
 	err = c.pubsub.SubscriptionAdminClient.Acknowledge(context.WithoutCancel(ctx), &pubsubpb.AcknowledgeRequest{
-		Subscription: "projects/" + project + "/subscriptions/" + dlSub, AckIds: ackIDs})
+		Subscription: "projects/" + project + "/subscriptions/" + p.spec.DLSub, AckIds: ackIDs})
 	return len(msgs), err
+}
+
+// readDeadLetters reads the whole of p's table or file output, as `pubsink
+// deadletter replay` would (deadletter.OpenReader), and makes what it
+// found p's copies. A read that fails keeps the last one.
+func (c *campaign) readDeadLetters(ctx context.Context, p *pipeState) error {
+	i := slices.Index(c.pipes, p)
+	r, err := deadletter.OpenReader(ctx, zap.NewNop(), c.cfg, c.cfg.Pipelines[i], deadletter.Clients{Bigtable: c.bigtable})
+	if err != nil {
+		if p.spec.Output == deadletter.KindFile && errors.Is(err, os.ErrNotExist) {
+			return nil // no copy yet: the file comes with the first
+		}
+		return err
+	}
+	defer r.Close()
+	var got []dlCopy
+	malformed := 0
+	for {
+		es, err := r.Next(ctx, 1000)
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			break
+		}
+		for _, e := range es {
+			if e.Copy == nil {
+				malformed++ // a write a SIGKILL cut short; its message comes back
+				continue
+			}
+			got = append(got, dlCopy{attrs: e.Copy.AllAttributes(), data: e.Copy.Data})
+		}
+	}
+	c.mu.Lock()
+	p.copies, p.malformed = got, malformed
+	c.noteCopies(p, got)
+	c.mu.Unlock()
+	return nil
 }
 
 // pull is one synchronous Pull of sub, bounded to 3 s; an empty answer and
@@ -912,9 +1063,9 @@ func (c *campaign) pull(ctx context.Context, sub string, n int32) ([]*pubsubpb.P
 	return msgs, ids, nil
 }
 
-// catalogPrefix is the prefix of the pipeline's dedupe records in the
-// state table (see package dedupe: dedupe#PIPELINE#HH#KEY).
-const catalogPrefix = "dedupe#" + pipelineName + "#"
+// catalogPrefix is the prefix of a pipeline's dedupe records in the state
+// table (see package dedupe: dedupe#PIPELINE#HH#KEY).
+func catalogPrefix(pipeline string) string { return "dedupe#" + pipeline + "#" }
 
 // watchCatalog marks the ids that have a dedupe record, so that a
 // duplicate is published only after its original is committed. It scans
@@ -926,6 +1077,7 @@ const catalogPrefix = "dedupe#" + pipelineName + "#"
 func (c *campaign) watchCatalog(ctx context.Context) {
 	tbl := c.bigtable.Open(stateTable)
 	since := c.begin
+	prefix := catalogPrefix(c.pipes[0].spec.Name)
 	for sleep(ctx, 500*time.Millisecond) {
 		if c.pendingCat.Load() <= 0 {
 			continue
@@ -933,8 +1085,8 @@ func (c *campaign) watchCatalog(ctx context.Context) {
 		scanStart := time.Now()
 		var ids []string
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := tbl.ReadRows(rctx, bigtable.PrefixRange(catalogPrefix), func(r bigtable.Row) bool {
-			rest := strings.TrimPrefix(r.Key(), catalogPrefix)
+		err := tbl.ReadRows(rctx, bigtable.PrefixRange(prefix), func(r bigtable.Row) bool {
+			rest := strings.TrimPrefix(r.Key(), prefix)
 			if len(rest) > 3 && rest[2] == '#' {
 				ids = append(ids, rest[3:])
 			}
@@ -949,7 +1101,7 @@ func (c *campaign) watchCatalog(ctx context.Context) {
 			c.committed[id] = true
 		}
 		c.mu.Unlock()
-		since = scanStart.Add(-10 * time.Second)
+		since = scanStart.Add(-10*time.Second - c.opts.Skew)
 		c.mu.Lock()
 		if f := c.faultFrom.Add(-5 * time.Second); !c.faultFrom.IsZero() && f.Before(since) {
 			since = f
@@ -963,7 +1115,7 @@ func (c *campaign) watchCatalog(ctx context.Context) {
 // after the last fault, every record's outcome visible, and, for five
 // seconds, no process replaced, none receiving anything new and nothing in
 // flight in any. It returns /metrics of each, read then.
-func (c *campaign) settle(ctx context.Context) ([]procCounters, bool) {
+func (c *campaign) settle(ctx context.Context) ([][]procCounters, bool) {
 	c.logf("settling: waiting for every outcome (at most %v)", c.opts.Settle)
 	deadline := time.Now().Add(c.opts.Settle)
 	var still stillness
@@ -985,9 +1137,11 @@ func (c *campaign) settle(ctx context.Context) ([]procCounters, bool) {
 			still.observe(time.Now(), snap)
 			if complete && quietFor >= lease && still.stillFor(time.Now()) >= 5*time.Second {
 				if final, ok := c.readFinal(ctx); ok {
-					for _, f := range final {
-						c.logf("settled: %s: received %v, committed %v, duplicate %v, dead-lettered %v, retried %v",
-							f.proc, f.Received, f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Retried)
+					for i, fs := range final {
+						for _, f := range fs {
+							c.logf("settled: %s, %s: received %v, committed %v, duplicate %v, dead-lettered %v, dropped %v, retried %v",
+								f.proc, c.pipes[i].spec.Name, f.Received, f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Dropped, f.Retried)
+						}
 					}
 					return final, true
 				}
@@ -998,10 +1152,11 @@ func (c *campaign) settle(ctx context.Context) ([]procCounters, bool) {
 			return c.readFinal(ctx)
 		}
 	}
-	return nil, false
+	return make([][]procCounters, len(c.pipes)), false
 }
 
-// procStatus is what settle reads of one live process.
+// procStatus is what settle reads of one live process: its counts summed
+// over its pipelines.
 type procStatus struct {
 	gen                int
 	received, inFlight int64
@@ -1033,42 +1188,73 @@ func (c *campaign) liveStatus(ctx context.Context) ([]procStatus, bool) {
 		if ch == nil || !ch.running() {
 			return nil, false
 		}
-		st, err := readStatus(ctx, r.addr)
+		sts, err := readStatus(ctx, r.addr)
 		if err != nil {
 			return nil, false
 		}
-		out = append(out, procStatus{gen: ch.gen, received: st.Received, inFlight: st.InFlight})
+		ps := procStatus{gen: ch.gen}
+		for _, st := range sts {
+			ps.received += st.Received
+			ps.inFlight += st.InFlight
+		}
+		out = append(out, ps)
 	}
 	return out, true
 }
 
-// readFinal reads /metrics of every replica's process; ok is false unless
+// readFinal reads /metrics of every replica's process, for each pipeline
+// (out[i] is pipeline i's counters of every process); ok is false unless
 // each was read.
-func (c *campaign) readFinal(ctx context.Context) ([]procCounters, bool) {
-	var out []procCounters
+func (c *campaign) readFinal(ctx context.Context) ([][]procCounters, bool) {
+	out := make([][]procCounters, len(c.pipes))
 	for _, r := range c.replicas {
 		ch := c.current(r)
 		if ch == nil || !ch.running() {
 			return out, false
 		}
-		cs, err := readCounters(ctx, r.addr, pipelineName)
-		if err != nil {
-			return out, false
+		for i, p := range c.pipes {
+			cs, err := readCounters(ctx, r.addr, p.spec.Name)
+			if err != nil {
+				return out, false
+			}
+			out[i] = append(out[i], procCounters{proc: ch.name(), Counters: cs})
 		}
-		out = append(out, procCounters{proc: ch.name(), Counters: cs})
 	}
 	return out, true
 }
 
-// missingOutcomes counts the records whose outcome is not visible yet: a
-// valid record without a row, a poison or late message without a copy
-// (a late record may have a row instead).
+// missingOutcomes counts the outcomes not visible yet, over every
+// pipeline: a valid record without a row (at_least_once: without the
+// version of its duplicate, if one was published), a poison message
+// without a copy, a late message without a copy (late_data: dead_letter)
+// or a row (accept). A late record may have a row instead of a copy, and
+// has neither under late_data: drop.
 func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
-	keys := map[string]bool{}
+	missing := 0
+	for _, p := range c.pipes {
+		n, err := c.missingOf(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		missing += n
+	}
+	return missing, nil
+}
+
+func (c *campaign) missingOf(ctx context.Context, p *pipeState) (int, error) {
+	versions := map[string]int{} // row key → versions of data
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err := c.bigtable.Open(rowsTable).ReadRows(rctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
-		keys[r.Key()] = true
+	err := c.bigtable.Open(p.spec.Table).ReadRows(rctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+		n := 0
+		for _, items := range r {
+			for _, it := range items {
+				if strings.HasSuffix(it.Column, ":data") {
+					n++
+				}
+			}
+		}
+		versions[r.Key()] = max(n, 1)
 		return true
 	}, bigtable.RowFilter(bigtable.StripValueFilter()))
 	if err != nil {
@@ -1077,7 +1263,7 @@ func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	copied := map[string]bool{}
-	for _, cp := range c.copies {
+	for _, cp := range p.copies {
 		copied[cp.attrs["pubsink_message_id"]] = true
 	}
 	missing := 0
@@ -1088,10 +1274,18 @@ func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
 			continue
 		}
 		switch {
-		case rec.Kind.Valid() || rec.Kind == KindLate:
+		case rec.Kind.Valid():
 			// A valid record dead-lettered is an outcome too (a wrong one,
 			// which Check reports).
-			if !keys[rec.ID] && !copied[id] {
+			want := 1
+			if s.Variant == VariantDup && !p.spec.ExactlyOnce() {
+				want = 2
+			}
+			if versions[rec.ID] < want && !copied[id] {
+				missing++
+			}
+		case rec.Kind == KindLate:
+			if p.spec.Late != lateDrop && versions[rec.ID] == 0 && !copied[id] {
 				missing++
 			}
 		default:
@@ -1125,9 +1319,9 @@ func (c *campaign) finalStop() {
 }
 
 // leftovers waits out the lease of the last processes, then pulls the main
-// and the tracking subscription: both must be empty. What it finds is not
-// acked.
-func (c *campaign) leftovers(ctx context.Context) (mainLeft, trackingLeft int) {
+// and the tracking subscription of every pipeline: all must be empty. What
+// it finds is not acked. out[i] is pipeline i's main and tracking count.
+func (c *campaign) leftovers(ctx context.Context) [][2]int {
 	c.logf("waiting %v for leases to expire, then pulling both subscriptions", lease)
 	sleep(ctx, lease)
 	count := func(sub string) int {
@@ -1146,28 +1340,40 @@ func (c *campaign) leftovers(ctx context.Context) (mainLeft, trackingLeft int) {
 		}
 		return len(seen)
 	}
-	return count(mainSub), count(trackingSub)
+	out := make([][2]int, len(c.pipes))
+	for i, p := range c.pipes {
+		out[i] = [2]int{count(p.spec.Sub), count(p.spec.Tracking)}
+	}
+	return out
 }
 
-// drainDeadLetters pulls the dead-letter subscription until two pulls in a
-// row come back empty.
+// drainDeadLetters pulls every replay subscription until two pulls in a
+// row come back empty, and reads every table and file output once more.
 func (c *campaign) drainDeadLetters(ctx context.Context) {
-	for empty := 0; empty < 2 && ctx.Err() == nil; {
-		n, err := c.pullDeadLetters(ctx)
-		if err != nil || n == 0 {
-			empty++
-		} else {
-			empty = 0
+	for _, p := range c.pipes {
+		if p.spec.Output != deadletter.KindTopic {
+			if err := c.readDeadLetters(ctx, p); err != nil {
+				c.logf("reading the dead letters of %s: %v", p.spec.Name, err)
+			}
+			continue
+		}
+		for empty := 0; empty < 2 && ctx.Err() == nil; {
+			n, err := c.pullDeadLetters(ctx, p)
+			if err != nil || n == 0 {
+				empty++
+			} else {
+				empty = 0
+			}
 		}
 	}
 }
 
-// readRows reads the whole sink table: row key → column → versions.
-func (c *campaign) readRows(ctx context.Context) (map[string]map[string][]cell, error) {
+// readRows reads the whole of a sink table: row key → column → versions.
+func (c *campaign) readRows(ctx context.Context, table string) (map[string]map[string][]cell, error) {
 	out := map[string]map[string][]cell{}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	err := c.bigtable.Open(rowsTable).ReadRows(rctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
+	err := c.bigtable.Open(table).ReadRows(rctx, bigtable.InfiniteRange(""), func(r bigtable.Row) bool {
 		cols := map[string][]cell{}
 		for _, items := range r {
 			for _, it := range items {
@@ -1179,7 +1385,7 @@ func (c *campaign) readRows(ctx context.Context) (map[string]map[string][]cell, 
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", rowsTable, err)
+		return nil, fmt.Errorf("read %s: %w", table, err)
 	}
 	return out, nil
 }

@@ -13,8 +13,10 @@ import (
 
 	"cloud.google.com/go/bigtable"
 
+	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
+	"github.com/pubsink/pubsink/source"
 )
 
 // These tests cover the campaign's pure parts: the seeded plan and
@@ -108,7 +110,7 @@ func TestFormatTSIsWhatAutoReads(t *testing.T) {
 }
 
 func TestScheduleHasEveryKindWithinTheWorkload(t *testing.T) {
-	fc := FaultConfig{Count: 6, Duration: time.Minute, MaxStall: 10 * time.Second}
+	fc := FaultConfig{Count: int(numFaultKinds), Duration: time.Minute, MaxStall: 10 * time.Second}
 	s := NewSchedule(3, fc)
 	if !reflect.DeepEqual(s, NewSchedule(3, fc)) {
 		t.Fatal("two schedules of seed 3 differ")
@@ -122,7 +124,7 @@ func TestScheduleHasEveryKindWithinTheWorkload(t *testing.T) {
 		if i > 0 && f.At < s[i-1].At {
 			t.Errorf("fault %d at %v comes before fault %d at %v", i, f.At, i-1, s[i-1].At)
 		}
-		if f.Kind == FaultBigtableStall && (f.Dur < time.Second || f.Dur > fc.MaxStall) {
+		if (f.Kind == FaultBigtableStall || f.Kind == FaultPubSubStall) && (f.Dur < time.Second || f.Dur > fc.MaxStall) {
 			t.Errorf("stall of %v, want 1s..%v", f.Dur, fc.MaxStall)
 		}
 	}
@@ -142,11 +144,22 @@ func TestScheduleHasEveryKindWithinTheWorkload(t *testing.T) {
 // message, nothing left, a watermark that only rises, balanced metrics.
 func perfect(t *testing.T, seed uint64) *Observed {
 	t.Helper()
+	return perfectFor(t, seed, PipeSpec{})
+}
+
+// perfectFor is perfect for a pipeline of spec (the zero value:
+// defaultPipe): what its mode and late-data policy promise. exactly_once
+// acks a duplicate unwritten, at_least_once writes it (a dup as a version
+// of its own); late_data: dead_letter copies a late message, accept
+// writes it, drop drops it.
+func perfectFor(t *testing.T, seed uint64, spec PipeSpec) *Observed {
+	t.Helper()
 	p := NewPlan(seed, WorkloadConfig{Messages: 1500, BigPayloads: 1, LateBursts: 2, Band: 5 * time.Second})
 	begin := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	o := &Observed{Begin: begin, Replicas: 1, Plan: p, Steps: make([]published, len(p.Steps)), Recs: make([]recRuntime, len(p.Records)),
+	o := &Observed{Begin: begin, Replicas: 1, Pipe: spec, Plan: p, Steps: make([]published, len(p.Steps)), Recs: make([]recRuntime, len(p.Records)),
 		Rows: map[string]map[string][]cell{}}
-	var committed, duplicate int64
+	spec = o.spec()
+	var committed, duplicate, dropped, late int64
 	dl := map[string]int64{}
 	for i, s := range p.Steps {
 		rec := &p.Records[s.Rec]
@@ -159,17 +172,33 @@ func perfect(t *testing.T, seed uint64) *Observed {
 			}
 			o.Recs[s.Rec] = recRuntime{et: et}
 		}
+		if s.Variant == VariantDup {
+			_, o.Recs[s.Rec].dupET = FormatTS(at, rec.Format)
+		}
+		if rec.Kind == KindLate {
+			late++
+		}
 		switch {
 		case rec.Kind.Valid() && s.Variant == VariantOriginal:
 			o.Rows[rec.ID] = rowOf(o, rec)
 			committed++
-		case rec.Kind.Valid():
+		case rec.Kind.Valid() && spec.ExactlyOnce():
 			duplicate++
+		case rec.Kind.Valid():
+			committed++
+			if s.Variant == VariantDup {
+				addDupVersion(o, rec)
+			}
+		case rec.Kind == KindLate && spec.Late == lateAccept:
+			o.Rows[rec.ID] = rowOf(o, rec)
+			committed++
+		case rec.Kind == KindLate && spec.Late == lateDrop:
+			dropped++
 		default:
 			reason := rec.Kind.Reason()
 			attrs := map[string]string{
 				"cid": strconv.Itoa(rec.CID), "v": s.Variant.String(),
-				deadletter.AttrReason: string(reason), deadletter.AttrError: "why", deadletter.AttrPipeline: pipelineName,
+				deadletter.AttrReason: string(reason), deadletter.AttrError: "why", deadletter.AttrPipeline: spec.Name,
 				deadletter.AttrMessageID:   o.Steps[i].id,
 				deadletter.AttrPublishTime: at.Format(time.RFC3339Nano), deadletter.AttrFailedAt: at.Add(time.Second).Format(time.RFC3339Nano),
 			}
@@ -187,9 +216,10 @@ func perfect(t *testing.T, seed uint64) *Observed {
 		o.Stored.observe(begin.Add(time.Duration(i)*time.Second).Format(wmFormat), time.Duration(i)*time.Second)
 	}
 	g := &genRecord{gen: 1}
-	g.last = Status{Received: int64(len(p.Steps)), Committed: committed, Duplicate: duplicate, DeadLettered: dl}
+	g.last = Status{Received: int64(len(p.Steps)), Committed: committed, Duplicate: duplicate, Dropped: dropped, Late: late, DeadLettered: dl}
 	o.Gens = []*genRecord{g}
-	final := Counters{Received: float64(len(p.Steps)), Committed: float64(committed), Duplicate: float64(duplicate), DeadLettered: map[string]float64{}}
+	final := Counters{Received: float64(len(p.Steps)), Committed: float64(committed), Duplicate: float64(duplicate), Dropped: float64(dropped),
+		Late: float64(late), DeadLettered: map[string]float64{}}
 	for r, n := range dl {
 		final.DeadLettered[r] = float64(n)
 	}
@@ -197,6 +227,25 @@ func perfect(t *testing.T, seed uint64) *Observed {
 	o.FinalOK = true
 	o.Terms = []int{0}
 	return o
+}
+
+// addDupVersion adds to rec's row the version its dup writes in
+// at_least_once mode: the second payload at the dup's event time.
+func addDupVersion(o *Observed, rec *Record) {
+	ts := bigtable.Time(o.Recs[rec.CID].dupET).TruncateToMilliseconds()
+	row := o.Rows[rec.ID]
+	row["data"] = append(row["data"], cell{value: rec.Second, ts: ts})
+	row["n"] = append(row["n"], cell{value: []byte(strconv.Itoa(rec.CID + 1_000_000_000)), ts: ts})
+}
+
+// perfectMix is perfect for the two pipelines of a -mix campaign.
+func perfectMix(t *testing.T) []*Observed {
+	t.Helper()
+	var out []*Observed
+	for _, p := range mixPipes(t.TempDir()) {
+		out = append(out, perfectFor(t, 11, p))
+	}
+	return out
 }
 
 func failing(rs []Result) []string {
@@ -530,19 +579,320 @@ func TestCheckCatchesEachViolation(t *testing.T) {
 }
 
 // TestEveryInvariantHasASpoilCase keeps TestCheckCatchesEachViolation
-// complete: a row no case makes fail could be disabled with the package
-// still green.
+// and TestCheckCatchesEachMixViolation complete: a row no case makes fail
+// could be disabled with the package still green. A row of the mixed
+// campaign needs a case of its own unless it is, but for its pipeline's
+// name, a row of the default campaign (the same check, with the same
+// expectation, spoiled there).
 func TestEveryInvariantHasASpoilCase(t *testing.T) {
+	covers := func(cases []string, inv string) bool {
+		return slices.ContainsFunc(cases, func(w string) bool { return strings.Contains(inv, w) })
+	}
+	var wants, mixWants []string
+	for _, c := range violations {
+		wants = append(wants, c.want...)
+	}
+	for _, c := range mixViolations {
+		mixWants = append(mixWants, c.want...)
+	}
+	defaults := map[string]bool{}
 	for _, r := range Check(perfect(t, 11)) {
 		if r.Class == Info || r.Class == Known {
 			continue
 		}
-		covered := slices.ContainsFunc(violations, func(c violation) bool {
-			return slices.ContainsFunc(c.want, func(w string) bool { return strings.Contains(r.Invariant, w) })
-		})
-		if !covered {
+		defaults[r.Invariant] = true
+		if !covers(wants, r.Invariant) {
 			t.Errorf("no spoil case makes %q fail", r.Invariant)
 		}
+	}
+	for _, r := range CheckAll(perfectMix(t)) {
+		if r.Class == Info || r.Class == Known || covers(mixWants, r.Invariant) {
+			continue
+		}
+		plain := r.Invariant // a row of the workload or the processes, not of a pipeline
+		if _, p, prefixed := strings.Cut(r.Invariant, "] "); prefixed {
+			plain = p
+		}
+		if !defaults[plain] {
+			t.Errorf("no spoil case makes %q fail (a row of its own in the mixed campaign)", r.Invariant)
+		}
+	}
+}
+
+// The pipelines of perfectMix, by their place.
+const (
+	eo  = 0 // eo_table: exactly_once, a dead-letter table, late_data: accept
+	alo = 1 // alo_file: at_least_once, a dead-letter file, late_data: drop
+)
+
+// mixViolation is a spoil case of TestCheckCatchesEachMixViolation: a
+// correct mixed run (perfectMix) changed so that the rows in want fail,
+// and no other.
+type mixViolation struct {
+	name  string
+	spoil func(t *testing.T, obs []*Observed)
+	want  []string
+}
+
+// mixViolations has a case for every row the mixed campaign has of its
+// own (the other rows are the default campaign's: see
+// TestEveryInvariantHasASpoilCase), and for the promises at the heart of
+// each mode.
+var mixViolations = []mixViolation{
+	{"late_data accept: a late record not written", func(t *testing.T, obs []*Observed) {
+		o := obs[eo]
+		delete(o.Rows, firstOf(t, o, KindLate).ID)
+		o.Gens[0].last.Committed-- // its commit unseen: only the row is missing
+	}, []string{"[eo_table] late records written (late_data: accept)"}},
+	{"late_data accept: a late record dead-lettered", func(t *testing.T, obs []*Observed) {
+		addLateCopy(t, obs[eo])
+	}, []string{"[eo_table] copies of anything else (valid records, late records under late_data: accept"}},
+	{"a dead-letter table with a row that is no copy", func(t *testing.T, obs []*Observed) {
+		obs[eo].Malformed = 1
+	}, []string{"[eo_table] entries of the dead-letter table"}},
+	{"a dead letter counted beyond what the table's rows allow", func(t *testing.T, obs []*Observed) {
+		obs[eo].Gens[0].last.DeadLettered[string(deadletter.TooLarge)]++
+	}, []string{"[eo_table] Σ dead-lettered over processes ≤ what the table's rows allow"}},
+	{"late_data accept: a late message dropped", func(t *testing.T, obs []*Observed) {
+		obs[eo].Gens[0].last.Dropped = 1
+	}, []string{"[eo_table] Σ dropped over processes (late_data: accept never drops)"}},
+	{"at_least_once: a valid record lost", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		delete(o.Rows, loneRecord(t, o, KindUnique).ID)
+		o.Gens[0].last.Committed--
+	}, []string{"[alo_file] valid records with a row"}},
+	{"at_least_once: a duplicate deduped (its version missing)", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		row := o.Rows[dupRecord(t, o).ID]
+		row["data"], row["n"] = row["data"][:1], row["n"][:1]
+	}, []string{"[alo_file] rows with one version of each cell per event time", "[alo_file]   of which had a duplicate with another payload, written as a version"}},
+	{"at_least_once: a redelivery written as a second version", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		r := loneRecord(t, o, KindUnique)
+		c := o.Rows[r.ID]["data"]
+		o.Rows[r.ID]["data"] = append(c, cell{value: c[0].value, ts: c[0].ts + 1000})
+	}, []string{"[alo_file] rows with one version of each cell per event time"}},
+	{"at_least_once: a duplicate's version stamped with the write time", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		o.Rows[dupRecord(t, o).ID]["n"][1].ts += 1000
+	}, []string{"[alo_file] rows whose cells carry their messages' event times"}},
+	{"at_least_once: a row holding another payload", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		o.Rows[loneRecord(t, o, KindUnique).ID]["data"][0].value = []byte(`{"n":0}`)
+	}, []string{"[alo_file] rows holding their first payload at its event time"}},
+	{"at_least_once: a duplicate's payload written at the original's event time", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		r := dupRecord(t, o)
+		o.Rows[r.ID]["data"][0].value = r.Second
+	}, []string{"[alo_file] rows holding their first payload at its event time", "[alo_file]   of which had a duplicate with another payload, written as a version"}},
+	{"late_data drop: a late record dead-lettered", func(t *testing.T, obs []*Observed) {
+		addLateCopy(t, obs[alo])
+	}, []string{"[alo_file] copies of anything else (valid records, late records under late_data: drop"}},
+	{"late_data drop: a late record written by the only process", func(t *testing.T, obs []*Observed) {
+		o := obs[alo]
+		rec := firstOf(t, o, KindLate)
+		o.Rows[rec.ID] = rowOf(o, rec)
+	}, []string{"[alo_file] late records written (judged before the watermark was known)"}},
+	{"late_data drop: a late message acked uncounted", func(t *testing.T, obs []*Observed) {
+		obs[alo].Gens[0].last.Dropped--
+		obs[alo].Gens[0].last.Late--
+	}, []string{"[alo_file] Σ dropped over processes (late_data: drop)"}},
+	{"late_data drop: a late message counted late, not dropped", func(t *testing.T, obs []*Observed) {
+		obs[alo].Final[0].Late++
+	}, []string{"[alo_file] final process: late = dropped"}},
+	{"a dead-letter file with more torn lines than SIGKILLs", func(t *testing.T, obs []*Observed) {
+		obs[alo].Malformed = 2
+		obs[alo].Kills = []time.Time{obs[alo].Begin}
+	}, []string{"[alo_file] entries of the dead-letter file"}},
+	{"at_least_once: writes beyond what was received", func(t *testing.T, obs []*Observed) {
+		obs[alo].Gens[0].last.Committed += 5
+	}, []string{"[alo_file] processes that finished more than received − retried"}},
+	{"at_least_once: duplicates deduped and counted", func(t *testing.T, obs []*Observed) {
+		g := obs[alo].Gens[0]
+		g.last.Committed -= 3
+		g.last.Duplicate += 3
+	}, []string{"[alo_file] Σ duplicate over processes (at_least_once never dedupes)"}},
+}
+
+// addLateCopy adds a late copy of the first late record's message, as a
+// pipeline that dead-letters late data makes it.
+func addLateCopy(t *testing.T, o *Observed) {
+	t.Helper()
+	rec := firstOf(t, o, KindLate)
+	for i, s := range o.Plan.Steps {
+		if s.Rec != rec.CID {
+			continue
+		}
+		attrs := maps.Clone(o.Copies[0].attrs)
+		attrs["cid"], attrs["v"], attrs["id"], attrs["ts"] = strconv.Itoa(rec.CID), s.Variant.String(), rec.ID, "x"
+		attrs[deadletter.AttrReason], attrs[deadletter.AttrMessageID] = string(deadletter.Late), o.Steps[i].id
+		o.Copies = append(o.Copies, dlCopy{attrs: attrs, data: rec.Payload})
+		return
+	}
+	t.Fatal("the late record has no step")
+}
+
+func TestCheckCatchesEachMixViolation(t *testing.T) {
+	for _, c := range mixViolations {
+		t.Run(c.name, func(t *testing.T) {
+			obs := perfectMix(t)
+			c.spoil(t, obs)
+			f := failing(CheckAll(obs))
+			for _, w := range c.want {
+				if !slices.ContainsFunc(f, func(inv string) bool { return strings.Contains(inv, w) }) {
+					t.Errorf("%q holds; want it to fail (failing: %q)", w, f)
+				}
+			}
+			for _, inv := range f {
+				if !slices.ContainsFunc(c.want, func(w string) bool { return strings.Contains(inv, w) }) {
+					t.Errorf("%q fails too; want only %q", inv, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckToleratesWhatTheMixAllows: what a correct mixed run, or any run
+// with skewed clocks, may show.
+func TestCheckToleratesWhatTheMixAllows(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, obs []*Observed)
+	}{
+		{"at_least_once: redeliveries written again, and counted", func(t *testing.T, obs []*Observed) {
+			g, f := obs[alo].Gens[0], &obs[alo].Final[0]
+			g.last.Received += 5
+			g.last.Committed += 5
+			f.Received += 5
+			f.Committed += 5
+		}},
+		{"late_data drop: a drop unseen, its process stopped right after", func(t *testing.T, obs []*Observed) {
+			o := obs[alo]
+			o.Gens[0].last.Dropped--
+			o.Gens[0].last.Late--
+			for i, s := range o.Plan.Steps {
+				if o.Plan.Records[s.Rec].Kind == KindLate {
+					o.Stops = []time.Time{o.Steps[i].at.Add(time.Second)}
+					o.Disruptions = o.Stops
+					break
+				}
+			}
+		}},
+		{"a table's message dead-lettered twice after a disruption: one row, counted twice", func(t *testing.T, obs []*Observed) {
+			o := obs[eo]
+			o.Gens[0].last.DeadLettered[string(deadletter.TooLarge)]++
+			o.Disruptions = []time.Time{o.Begin.Add(time.Hour)}
+		}},
+		{"a torn line of the file after a SIGKILL", func(t *testing.T, obs []*Observed) {
+			obs[alo].Malformed = 1
+			obs[alo].Kills = []time.Time{obs[alo].Begin}
+			obs[alo].Disruptions = obs[alo].Kills
+		}},
+		{"skewed clocks: a copy stamped before its publication", func(t *testing.T, obs []*Observed) {
+			for _, o := range obs {
+				o.Skew = 2 * time.Second
+				c := o.Copies[0]
+				pt, _ := time.Parse(time.RFC3339Nano, c.attrs[deadletter.AttrPublishTime])
+				c.attrs[deadletter.AttrFailedAt] = pt.Add(-1500 * time.Millisecond).Format(time.RFC3339Nano)
+			}
+		}},
+		{"skewed clocks: a copy again after a disruption a lease before the copy's stamp, by the clock of its process", func(t *testing.T, obs []*Observed) {
+			o := obs[alo]
+			o.Skew = 2 * time.Second
+			copyAgain(t, o)
+			o.Disruptions = []time.Time{failedAt(t, o).Add(-source.LeaseExtension - time.Second)}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obs := perfectMix(t)
+			c.change(t, obs)
+			if f := failing(CheckAll(obs)); len(f) > 0 {
+				t.Fatalf("failing %q", f)
+			}
+		})
+	}
+}
+
+// TestTheConfigurationsAreValid: pubsink accepts what the campaign writes,
+// for the default pipeline and for the mix, and each pipeline says what
+// its spec does.
+func TestTheConfigurationsAreValid(t *testing.T) {
+	for _, pipes := range [][]PipeSpec{{defaultPipe}, mixPipes(t.TempDir())} {
+		cfg, err := config.Parse([]byte(configYAML("127.0.0.1:1", pipes)))
+		if err != nil {
+			t.Fatalf("%v:\n%s", err, configYAML("127.0.0.1:1", pipes))
+		}
+		for i, p := range pipes {
+			pc := cfg.Pipelines[i]
+			if pc.Name != p.Name || pc.Mode != p.Mode || pc.Watermark.LateData != p.Late || deadletter.Kind(pc.DeadLetter) != p.Output ||
+				pc.Source.Subscription != p.Sub || pc.Source.TrackingSubscription != p.Tracking || pc.Sink.Table != p.Table {
+				t.Errorf("pipeline %d: %+v, want %s", i, pc, p)
+			}
+		}
+	}
+	// Every pipeline of the mix has resources of its own.
+	seen := map[string]bool{}
+	for _, p := range mixPipes("dir") {
+		for _, r := range []string{p.Sub, p.Tracking, p.Table} {
+			if seen[r] {
+				t.Errorf("%s is used twice", r)
+			}
+			seen[r] = true
+		}
+	}
+}
+
+func TestReplicaOffsets(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		n    int
+		skew time.Duration
+		want []time.Duration
+	}{
+		{3, 0, nil},
+		{1, 2 * s, []time.Duration{2 * s}},
+		{2, 2 * s, []time.Duration{2 * s, -2 * s}},
+		{3, 2 * s, []time.Duration{2 * s, 0, -2 * s}},
+		{5, 2 * s, []time.Duration{2 * s, s, 0, -s, -2 * s}},
+	} {
+		if got := replicaOffsets(c.n, c.skew); !slices.Equal(got, c.want) {
+			t.Errorf("replicaOffsets(%d, %v) = %v, want %v", c.n, c.skew, got, c.want)
+		}
+	}
+	if got := offsetsText(replicaOffsets(3, 2*s)); got != "clock offsets: replica 1 +2s, replica 2 0s, replica 3 -2s" {
+		t.Errorf("offsetsText = %q", got)
+	}
+}
+
+// TestDryRunOfTheMix: -mix names both pipelines and the replicas' clocks,
+// and changes neither the workload nor the faults of the seed.
+func TestDryRunOfTheMix(t *testing.T) {
+	dry := func(args ...string) string {
+		var out, errs strings.Builder
+		if code := run(append([]string{"-dry-run", "-short", "-seed", "77", "-replicas", "3"}, args...), &out, &errs); code != exitOK {
+			t.Fatalf("%v: exit %d:\n%s%s", args, code, out.String(), errs.String())
+		}
+		return out.String()
+	}
+	plain, mix := dry(), dry("-mix")
+	for _, want := range []string{"eo_table (exactly_once, late_data: accept, dead-letter bigtable_table", "alo_file (at_least_once, late_data: drop, dead-letter file",
+		"clock offsets: replica 1 +2s, replica 2 0s, replica 3 -2s"} {
+		if !strings.Contains(mix, want) {
+			t.Errorf("the -mix plan does not say %q:\n%s", want, mix)
+		}
+	}
+	if strings.Contains(plain, "clock offsets") || !strings.Contains(plain, "chaos (exactly_once, late_data: dead_letter, dead-letter topic") {
+		t.Errorf("the default plan:\n%s", plain)
+	}
+	if !strings.Contains(dry("-mix", "-skew", "0"), "pipelines:") || strings.Contains(dry("-mix", "-skew", "0"), "clock offsets") {
+		t.Error("-skew 0 still skews the clocks")
+	}
+	after := func(s string) string { return s[strings.Index(s, "faults:"):] }
+	if after(plain) != after(mix) {
+		t.Errorf("-mix changed the faults:\n%s\n%s", after(plain), after(mix))
+	}
+	if !strings.Contains(plain, "pubsub-stall for ") {
+		t.Errorf("no Pub/Sub stall in the -short plan:\n%s", plain)
 	}
 }
 

@@ -64,6 +64,9 @@ type published struct {
 type recRuntime struct {
 	ts string    // the ts attribute of the original, as sent
 	et time.Time // the event time it denotes
+	// dupET is the event time of the record's VariantDup, once published:
+	// an at_least_once pipeline writes it as a version of its own.
+	dupET time.Time
 }
 
 // dlCopy is one message read from the dead-letter topic's subscription.
@@ -109,9 +112,14 @@ type procCounters struct {
 
 // genRecord is what the campaign saw of one pubsink process.
 type genRecord struct {
-	gen   int
-	child *child
-	how   string // how it ended: "SIGKILL", "SIGTERM: exit 0", "final: exit 0", ...
+	gen    int
+	child  *child
+	how    string        // how it ended: "SIGKILL", "SIGTERM: exit 0", "final: exit 0", ...
+	offset time.Duration // its clock offset (PUBSINK_CLOCK_OFFSET)
+	// others are the same process's records of the campaign's other
+	// pipelines (-mix), in their order from the second: this record is
+	// the first pipeline's.
+	others []*genRecord
 
 	// last is the last /status read from it: a lower bound of its counts,
 	// since its last moments are not seen (a stopped process's HTTP server
@@ -164,11 +172,20 @@ type Observed struct {
 	// Replicas is how many processes ran the pipeline at once (0 or 1:
 	// one).
 	Replicas int
-	Plan     *Plan
-	Steps    []published
-	Recs     []recRuntime
-	Rows     map[string]map[string][]cell // row key → column → versions
-	Copies   []dlCopy
+	// Pipe is the pipeline observed, whose mode, late-data policy and
+	// output decide what it must show; the zero value is defaultPipe.
+	Pipe PipeSpec
+	// Skew is the largest clock offset of a process (0: none): the times a
+	// process stamped (a copy's pubsink_failed_at) may be off by it.
+	Skew   time.Duration
+	Plan   *Plan
+	Steps  []published
+	Recs   []recRuntime
+	Rows   map[string]map[string][]cell // row key → column → versions
+	Copies []dlCopy
+	// Malformed are the entries of a table or file output that are no
+	// copy: a write that a SIGKILL cut short.
+	Malformed int
 	// LeftMain and LeftTracking are the messages a Pull found on the main
 	// and the tracking subscription after the final stop and the lease.
 	LeftMain, LeftTracking int
@@ -191,8 +208,14 @@ type Observed struct {
 	// original was dead-lettered: it will never be committed.
 	Orphaned []int
 	// Disruptions are when a process was stopped (killed, terminated,
-	// exited) or the Pub/Sub connections were reset.
+	// exited), the Pub/Sub connections were reset, or a Pub/Sub stall
+	// ended.
 	Disruptions []time.Time
+	// Kills are when a process was killed (SIGKILL) or exited on its own,
+	// which may cut a write short; Stops when any process but the final
+	// ones stopped (Kills and SIGTERMs): what it did after its last
+	// /status is unseen.
+	Kills, Stops []time.Time
 	// TolerateLateAfterFault counts a valid record dead-lettered as late
 	// as a known bug, not a violation, when its message was published
 	// before a disruption and judged after it (see lateAfterFault).
@@ -253,16 +276,41 @@ func (o *Observed) offset(rfc3339 string) string {
 	return fmt.Sprintf("+%.2fs", t.Sub(o.Begin).Seconds())
 }
 
-// Check evaluates every invariant over o.
-func Check(o *Observed) []Result {
+// spec is the pipeline observed.
+func (o *Observed) spec() PipeSpec {
+	if o.Pipe.Name == "" {
+		return defaultPipe
+	}
+	return o.Pipe
+}
+
+// Check evaluates every invariant over o, the one pipeline of a campaign.
+func Check(o *Observed) []Result { return CheckAll([]*Observed{o}) }
+
+// CheckAll evaluates every invariant over the observations of a
+// campaign's pipelines, one each (they share the workload and the
+// processes): the workload's and the processes' rows once, every other
+// row for each pipeline, prefixed with "[NAME] " when there are several.
+// What a row expects follows the pipeline's mode, late-data policy and
+// output (doc.go, "Invariants" and "Mixed campaign").
+func CheckAll(obs []*Observed) []Result {
 	var out []Result
-	out = append(out, checkWorkload(o)...)
-	out = append(out, checkRows(o)...)
-	out = append(out, checkDeadLetters(o)...)
-	out = append(out, checkUnacked(o)...)
-	out = append(out, checkWatermark(o)...)
-	out = append(out, checkMetrics(o)...)
-	out = append(out, checkProcesses(o)...)
+	out = append(out, checkWorkload(obs[0])...)
+	for _, o := range obs {
+		var rs []Result
+		rs = append(rs, checkRows(o)...)
+		rs = append(rs, checkDeadLetters(o)...)
+		rs = append(rs, checkUnacked(o)...)
+		rs = append(rs, checkWatermark(o)...)
+		rs = append(rs, checkMetrics(o)...)
+		if len(obs) > 1 {
+			for i := range rs {
+				rs[i].Invariant = "[" + o.spec().Name + "] " + rs[i].Invariant
+			}
+		}
+		out = append(out, rs...)
+	}
+	out = append(out, checkProcesses(obs[0])...)
 	return out
 }
 
@@ -334,15 +382,25 @@ func stepsOf(o *Observed) [][]int {
 	return by
 }
 
-// rowCheck checks one row against a record: exactly the columns data and
-// n, one version each, the event time truncated to milliseconds as the
-// cell timestamp, and one of the allowed payloads.
-func rowCheck(cols map[string][]cell, want bigtable.Timestamp, payloads [][]byte, ns []string) (versions, stamp, value string) {
+// version is one version a row must hold in each of its columns: at cell
+// timestamp ts, data one of payloads and n the matching one of ns.
+type version struct {
+	ts       bigtable.Timestamp
+	payloads [][]byte
+	ns       []string
+}
+
+// rowCheck checks one row against the versions its record must leave:
+// exactly the columns data and n, one version of each per wanted version
+// (one per event time among the record's messages written), each cell
+// stamped with its event time truncated to milliseconds, and each
+// version one of its allowed payloads.
+func rowCheck(cols map[string][]cell, wants []version) (versions, stamp, value string) {
 	for col, vs := range cols {
 		if col != "data" && col != "n" {
 			versions = fmt.Sprintf("unexpected column %s", col)
-		} else if len(vs) != 1 {
-			versions = fmt.Sprintf("%d versions of %s", len(vs), col)
+		} else if len(vs) != len(wants) {
+			versions = fmt.Sprintf("%d versions of %s, want %d", len(vs), col, len(wants))
 		}
 	}
 	if len(cols["data"]) == 0 || len(cols["n"]) == 0 {
@@ -352,16 +410,39 @@ func rowCheck(cols map[string][]cell, want bigtable.Timestamp, payloads [][]byte
 	if versions != "" {
 		return
 	}
-	d, n := cols["data"][0], cols["n"][0]
-	if d.ts != want || n.ts != want {
-		stamp = fmt.Sprintf("cell timestamps %d/%d, want %d", d.ts, n.ts, want)
+	at := func(col string, ts bigtable.Timestamp) (cell, bool) {
+		for _, c := range cols[col] {
+			if c.ts == ts {
+				return c, true
+			}
+		}
+		return cell{}, false
 	}
-	for i, p := range payloads {
-		if bytes.Equal(d.value, p) && string(n.value) == ns[i] {
+	for _, w := range wants {
+		d, okd := at("data", w.ts)
+		n, okn := at("n", w.ts)
+		if !okd || !okn {
+			var got []string
+			for _, c := range cols["data"] {
+				got = append(got, strconv.FormatInt(int64(c.ts), 10))
+			}
+			stamp = fmt.Sprintf("cell timestamps %s, want one at %d", strings.Join(got, "/"), w.ts)
+			if len(cols["n"]) == 1 && len(wants) == 1 {
+				stamp = fmt.Sprintf("cell timestamps %d/%d, want %d", cols["data"][0].ts, cols["n"][0].ts, w.ts)
+			}
+			return
+		}
+		ok := false
+		for i, p := range w.payloads {
+			if bytes.Equal(d.value, p) && string(n.value) == w.ns[i] {
+				ok = true
+			}
+		}
+		if !ok {
+			value = fmt.Sprintf("data %s, n %q at %d; want %s", abbrev(d.value), n.value, w.ts, abbrev(w.payloads[0]))
 			return
 		}
 	}
-	value = fmt.Sprintf("data %s, n %q; want %s", abbrev(d.value), n.value, abbrev(payloads[0]))
 	return
 }
 
@@ -449,12 +530,13 @@ func (o *Observed) at(si int) string {
 }
 
 func checkRows(o *Observed) []Result {
+	spec := o.spec()
 	steps := stepsOf(o)
 	knownLate, _ := lateAfterFault(o)
 	var (
-		valid, present, dupFirst, raceOne, dupTotal, raceTotal int
-		missing, versions, stamps, values, others              examples
-		lateRows                                               []int
+		valid, present, dupFirst, raceOne, dupTotal, raceTotal, lateTotal int
+		missing, versions, stamps, values, others, lateMissing            examples
+		lateRows                                                          []int
 	)
 	known := map[string]bool{}
 	for i := range o.Plan.Records {
@@ -466,6 +548,7 @@ func checkRows(o *Observed) []Result {
 		case rec.Kind.Valid():
 			valid++
 		case rec.Kind == KindLate:
+			lateTotal++
 		default:
 			continue
 		}
@@ -477,6 +560,8 @@ func checkRows(o *Observed) []Result {
 				valid-- // judged late: counted by checkDeadLetters
 			case rec.Kind.Valid():
 				missing.add("record %d (%s) id %s: no row", rec.CID, rec.Kind, short(rec.ID))
+			case spec.Late == lateAccept:
+				lateMissing.add("late record %d id %s: no row", rec.CID, short(rec.ID))
 			}
 			continue
 		}
@@ -485,20 +570,26 @@ func checkRows(o *Observed) []Result {
 		} else {
 			present++
 		}
-		payloads, ns := [][]byte{rec.Payload}, []string{strconv.Itoa(rec.CID)}
+		first := version{ts: bigtable.Time(o.Recs[i].et).TruncateToMilliseconds(), payloads: [][]byte{rec.Payload}, ns: []string{strconv.Itoa(rec.CID)}}
 		if rec.Kind == KindRace {
-			payloads, ns = append(payloads, rec.Second), append(ns, strconv.Itoa(rec.CID+1_000_000_000))
+			first.payloads, first.ns = append(first.payloads, rec.Second), append(first.ns, strconv.Itoa(rec.CID+1_000_000_000))
 			raceTotal++
 		}
+		wants := []version{first}
 		hasDup := false
 		for _, si := range steps[i] {
 			hasDup = hasDup || o.Plan.Steps[si].Variant == VariantDup
 		}
 		if hasDup {
 			dupTotal++
+			if !spec.ExactlyOnce() {
+				// Nothing dedupes: the duplicate is written too, at its own
+				// event time, beside the first payload.
+				wants = append(wants, version{ts: bigtable.Time(o.Recs[i].dupET).TruncateToMilliseconds(),
+					payloads: [][]byte{rec.Second}, ns: []string{strconv.Itoa(rec.CID + 1_000_000_000)}})
+			}
 		}
-		want := bigtable.Time(o.Recs[i].et).TruncateToMilliseconds()
-		v, s, val := rowCheck(cols, want, payloads, ns)
+		v, s, val := rowCheck(cols, wants)
 		if v != "" {
 			versions.add("record %d (%s) id %s: %s", rec.CID, rec.Kind, short(rec.ID), v)
 			continue
@@ -524,17 +615,30 @@ func checkRows(o *Observed) []Result {
 	}
 	checked := present + len(lateRows)
 	rowsOK := checked - versions.n
-	return []Result{
-		exact("valid records with a row (less those judged late after a fault, if tolerated)", valid, present, &missing),
-		exact("rows with one version of each cell (data, n)", checked, checked-versions.n, &versions),
-		exact("rows whose cells carry the event time truncated to ms", rowsOK, rowsOK-stamps.n, &stamps),
-		exact("rows holding their first payload", rowsOK, rowsOK-values.n, &values),
-		exact("  of which had a duplicate with another payload (acked unwritten)", dupTotal, dupFirst, nil),
-		{Invariant: "  of which raced two payloads at one event time: one of them, one version", Class: Bounded,
-			Expected: fmt.Sprintf("%d with either payload", raceTotal), Found: strconv.Itoa(raceOne), OK: raceOne == raceTotal},
-		exact("rows of no valid or late record (poison, unknown keys)", 0, others.n, &others),
-		lateWritten(o, steps, lateRows),
+	out := []Result{exact("valid records with a row (less those judged late after a fault, if tolerated)", valid, present, &missing)}
+	if spec.ExactlyOnce() {
+		out = append(out,
+			exact("rows with one version of each cell (data, n)", checked, checked-versions.n, &versions),
+			exact("rows whose cells carry the event time truncated to ms", rowsOK, rowsOK-stamps.n, &stamps),
+			exact("rows holding their first payload", rowsOK, rowsOK-values.n, &values),
+			exact("  of which had a duplicate with another payload (acked unwritten)", dupTotal, dupFirst, nil))
+	} else {
+		out = append(out,
+			exact("rows with one version of each cell per event time of their messages (at_least_once: a duplicate's too)", checked, checked-versions.n, &versions),
+			exact("rows whose cells carry their messages' event times truncated to ms", rowsOK, rowsOK-stamps.n, &stamps),
+			exact("rows holding their first payload at its event time", rowsOK, rowsOK-values.n, &values),
+			exact("  of which had a duplicate with another payload, written as a version of its own (not deduped)", dupTotal, dupFirst, nil))
 	}
+	out = append(out,
+		Result{Invariant: "  of which raced two payloads at one event time: one of them, one version", Class: Bounded,
+			Expected: fmt.Sprintf("%d with either payload", raceTotal), Found: strconv.Itoa(raceOne), OK: raceOne == raceTotal},
+		exact("rows of no valid or late record (poison, unknown keys)", 0, others.n, &others))
+	if spec.Late == lateAccept {
+		out = append(out, exact("late records written (late_data: accept)", lateTotal, len(lateRows), &lateMissing))
+	} else {
+		out = append(out, lateWritten(o, steps, lateRows))
+	}
+	return out
 }
 
 func short(s string) string {
@@ -544,7 +648,15 @@ func short(s string) string {
 	return s
 }
 
+// wantsCopy says whether every message of a record of kind k must be
+// dead-lettered by the pipeline: poison and pre-1970 always, late ones
+// under late_data: dead_letter only (accept writes them, drop drops them).
+func wantsCopy(k Kind, spec PipeSpec) bool {
+	return k.Poison() || k == KindPre1970 || (k == KindLate && spec.Late == lateDeadLetter)
+}
+
 func checkDeadLetters(o *Observed) []Result {
+	spec := o.spec()
 	steps := stepsOf(o)
 	byMsg := map[string]int{} // message ID → step
 	for i, s := range o.Steps {
@@ -572,7 +684,7 @@ func checkDeadLetters(o *Observed) []Result {
 			knownCopies++
 			continue
 		}
-		if !rec.Kind.Poison() && rec.Kind != KindLate && rec.Kind != KindPre1970 {
+		if !wantsCopy(rec.Kind, spec) {
 			foreign.add("copy of message %s, %s of record %d (%s, id %s), reason %s: %s; published %s, dead-lettered %s", id, step.Variant, rec.CID, rec.Kind, short(rec.ID), reason, c.attrs[deadletter.AttrError],
 				o.offset(c.attrs[deadletter.AttrPublishTime]), o.offset(c.attrs[deadletter.AttrFailedAt]))
 			continue
@@ -580,7 +692,7 @@ func checkDeadLetters(o *Observed) []Result {
 		if want := rec.Kind.Reason(); deadletter.Reason(reason) != want {
 			wrongReason.add("message %s of record %d (%s): reason %s, want %s (%s)", id, rec.CID, rec.Kind, reason, want, c.attrs[deadletter.AttrError])
 		}
-		if p := copyProblem(c, rec, step, o.Steps[si]); p != "" {
+		if p := copyProblem(c, rec, step, o.Steps[si], spec.Name, o.Skew); p != "" {
 			badAttrs.add("message %s of record %d (%s): %s", id, rec.CID, rec.Kind, p)
 		}
 		copies[id] = append(copies[id], c)
@@ -601,7 +713,7 @@ func checkDeadLetters(o *Observed) []Result {
 					uncopied.add("message %s, %s of record %d (%s)", id, o.Plan.Steps[si].Variant, rec.CID, rec.Kind)
 				}
 			}
-		case rec.Kind == KindLate:
+		case rec.Kind == KindLate && spec.Late == lateDeadLetter:
 			_, written := o.Rows[rec.ID]
 			for _, si := range steps[i] {
 				lateMsgs++
@@ -622,17 +734,27 @@ func checkDeadLetters(o *Observed) []Result {
 		byReason = append(byReason, fmt.Sprintf("%s %d", r, reasons[string(r)]))
 	}
 	ours := len(o.Copies) - foreign.n - knownCopies
+	foreignName := "copies of anything else (valid records, unknown messages)"
+	if spec.Late != lateDeadLetter {
+		foreignName = fmt.Sprintf("copies of anything else (valid records, late records under late_data: %s, unknown messages)", spec.Late)
+	}
 	out := []Result{
 		exact("poison messages (every bad-input kind, pre-1970) with a dead-letter copy", poisonMsgs, poisonCopied, &uncopied),
 		exact("copies with their kind's reason", ours, ours-wrongReason.n, &wrongReason),
-		exact("copies of anything else (valid records, unknown messages)", 0, foreign.n, &foreign),
+		exact(foreignName, 0, foreign.n, &foreign),
 		exact("copies keeping data, attributes and well-formed pubsink_* attributes", ours, ours-badAttrs.n, &badAttrs),
-		{Invariant: "late messages dead-lettered (late) or, if judged before the watermark was known, written", Class: Bounded,
-			Expected: fmt.Sprintf("%d in one or the other", lateMsgs), Found: fmt.Sprintf("%d + %d", lateCopied, lateWritten),
-			OK: lateNowhere.n == 0, Examples: lateNowhere.lines},
-		extraCopies(o, copies),
-		{Invariant: "copies by reason", Class: Info, Found: strings.Join(byReason, ", "), OK: true},
 	}
+	if spec.Late == lateDeadLetter {
+		out = append(out, Result{Invariant: "late messages dead-lettered (late) or, if judged before the watermark was known, written", Class: Bounded,
+			Expected: fmt.Sprintf("%d in one or the other", lateMsgs), Found: fmt.Sprintf("%d + %d", lateCopied, lateWritten),
+			OK: lateNowhere.n == 0, Examples: lateNowhere.lines})
+	}
+	out = append(out, extraCopies(o, copies))
+	if spec.Output != deadletter.KindTopic {
+		out = append(out, Result{Invariant: fmt.Sprintf("entries of the dead-letter %s that are no copy (a write a SIGKILL cut short)", map[string]string{deadletter.KindTable: "table", deadletter.KindFile: "file"}[spec.Output]),
+			Class: Bounded, Expected: fmt.Sprintf("≤ %d SIGKILLs", len(o.Kills)), Found: strconv.Itoa(o.Malformed), OK: o.Malformed <= len(o.Kills)})
+	}
+	out = append(out, Result{Invariant: "copies by reason", Class: Info, Found: strings.Join(byReason, ", "), OK: true})
 	if o.TolerateLateAfterFault {
 		out = append(out, Result{Invariant: "valid records dead-lettered late, published before a restart or Pub/Sub reset and judged after it", Class: Known,
 			Expected: "0 once fixed", Found: fmt.Sprintf("%d records (%d copies)", len(knownRecs), knownCopies), OK: true})
@@ -665,7 +787,7 @@ func extraCopies(o *Observed, copies map[string][]dlCopy) Result {
 		}
 		allowed := 0
 		for _, d := range o.Disruptions {
-			if !d.Before(first.Add(-source.LeaseExtension)) {
+			if !d.Before(first.Add(-source.LeaseExtension - o.Skew)) { // failed_at is the copier's clock
 				allowed++
 			}
 		}
@@ -678,10 +800,11 @@ func extraCopies(o *Observed, copies map[string][]dlCopy) Result {
 		Found:    strconv.Itoa(extra), OK: over.n == 0, Examples: over.lines}
 }
 
-// copyProblem checks a copy against the message it copies.
-func copyProblem(c dlCopy, rec *Record, step Step, pub published) string {
+// copyProblem checks a copy against the message it copies, made by
+// pipeline on a clock off by at most skew.
+func copyProblem(c dlCopy, rec *Record, step Step, pub published, pipeline string, skew time.Duration) string {
 	a := c.attrs
-	if a[deadletter.AttrPipeline] != pipelineName {
+	if a[deadletter.AttrPipeline] != pipeline {
 		return fmt.Sprintf("pubsink_pipeline %q", a[deadletter.AttrPipeline])
 	}
 	if n := len(a[deadletter.AttrError]); n == 0 || n > deadletter.MaxErrorBytes {
@@ -695,7 +818,7 @@ func copyProblem(c dlCopy, rec *Record, step Step, pub published) string {
 	if pt.Before(pub.at.Add(-5*time.Second)) || pt.After(pub.at.Add(time.Minute)) {
 		return fmt.Sprintf("pubsink_publish_time %s, published at about %s", pt, pub.at.UTC())
 	}
-	if ft.Before(pt.Add(-time.Second)) {
+	if ft.Before(pt.Add(-time.Second - skew)) {
 		return fmt.Sprintf("pubsink_failed_at %s before the publish time %s", ft, pt)
 	}
 	if a["cid"] != strconv.Itoa(rec.CID) || a["v"] != step.Variant.String() {
@@ -786,34 +909,53 @@ func checkFinal(o *Observed) []Result {
 		return []Result{{Invariant: "/metrics of every final process read once they settled", Class: Exact, Expected: "read", Found: "not read"}}
 	}
 	sum := Counters{DeadLettered: map[string]float64{}}
-	var unbalanced examples
+	var unbalanced, undropped examples
 	for _, f := range o.Final {
 		if f.Received-f.Retried != finished(f.Counters) {
 			unbalanced.add("%s: %.0f − %.0f ≠ %.0f + %.0f + %.0f + %.0f", f.proc, f.Received, f.Retried, f.Committed, f.Duplicate, f.DeadLetteredTotal(), f.Dropped)
 		}
+		if f.Late != f.Dropped {
+			undropped.add("%s: late %.0f, dropped %.0f", f.proc, f.Late, f.Dropped)
+		}
 		sum.add(f.Counters)
 	}
 	name := finalName(len(o.Final))
-	return []Result{
+	var drop []Result
+	if o.spec().Late == lateDrop {
+		drop = append(drop, Result{Invariant: name + ": late = dropped (late_data: drop drops every late message)", Class: Exact,
+			Expected: fmt.Sprintf("late %.0f", sum.Late), Found: fmt.Sprintf("dropped %.0f", sum.Dropped), OK: undropped.n == 0, Examples: undropped.lines})
+	}
+	return append([]Result{
 		{Invariant: name + ": received − retried = committed + duplicate + dead-lettered + dropped", Class: Exact,
 			Expected: fmt.Sprintf("%.0f − %.0f = %.0f", sum.Received, sum.Retried, sum.Received-sum.Retried),
 			Found:    fmt.Sprintf("%.0f + %.0f + %.0f + %.0f = %.0f", sum.Committed, sum.Duplicate, sum.DeadLetteredTotal(), sum.Dropped, finished(sum)),
 			OK:       unbalanced.n == 0, Examples: unbalanced.lines},
 		// In-flight gauges are never negative: a sum of 0 is 0 in each.
 		exact(name+": messages in flight once settled", 0, int(sum.InFlight), nil),
-	}
+	}, drop...)
 }
 
 func checkMetrics(o *Observed) []Result {
+	spec := o.spec()
 	out := checkFinal(o)
 
-	var committed, dropped int64
+	var committed, dropped, duplicate, late, received int64
 	dl := map[string]int64{}
+	var overcounted examples
 	for _, g := range o.Gens {
-		committed += g.last.Committed
-		dropped += g.last.Dropped
-		for r, n := range g.last.DeadLettered {
+		st := g.last
+		committed += st.Committed
+		dropped += st.Dropped
+		duplicate += st.Duplicate
+		late += st.Late
+		received += st.Received
+		var dlg int64
+		for r, n := range st.DeadLettered {
 			dl[r] += n
+			dlg += n
+		}
+		if done := st.Committed + st.Duplicate + dlg + st.Dropped; done > st.Received-st.Retried {
+			overcounted.add("process %d: %d + %d + %d + %d > %d − %d", g.gen, st.Committed, st.Duplicate, dlg, st.Dropped, st.Received, st.Retried)
 		}
 	}
 
@@ -825,29 +967,118 @@ func checkMetrics(o *Observed) []Result {
 			rows++
 		}
 	}
-	out = append(out, Result{Invariant: "Σ committed over processes ≤ rows written (no key committed twice)", Class: Bounded,
-		Expected: fmt.Sprintf("≤ %d", rows), Found: strconv.FormatInt(committed, 10), OK: committed <= int64(rows)})
-	copies := map[string]int64{}
+	if spec.ExactlyOnce() {
+		out = append(out, Result{Invariant: "Σ committed over processes ≤ rows written (no key committed twice)", Class: Bounded,
+			Expected: fmt.Sprintf("≤ %d", rows), Found: strconv.FormatInt(committed, 10), OK: committed <= int64(rows)})
+	} else {
+		out = append(out,
+			exact("processes that finished more than received − retried (a write again must be a redelivery, counted)", 0, overcounted.n, &overcounted),
+			exact("Σ duplicate over processes (at_least_once never dedupes)", 0, int(duplicate), nil))
+	}
+	out = append(out, deadLetteredWithin(o, dl))
+	if spec.Late == lateDrop {
+		out = append(out, droppedLate(o, dropped))
+	} else {
+		out = append(out, exact(fmt.Sprintf("Σ dropped over processes (late_data: %s never drops)", spec.Late), 0, int(dropped), nil))
+	}
+	if spec.ExactlyOnce() {
+		out = append(out, Result{Invariant: "commits not seen by a scrape (killed processes' last moments)", Class: Info, Found: strconv.FormatInt(int64(rows)-committed, 10), OK: true})
+	} else {
+		// Duplicates are allowed here, and counted: every delivery is, and
+		// each written one is a commit. What the counts show of them (lower
+		// bounds: a killed process's last moments are unseen).
+		valid, published := 0, 0
+		for i, s := range o.Plan.Steps {
+			if i < len(o.Steps) && o.Steps[i].id != "" {
+				published++
+				if o.Plan.Records[s.Rec].Kind.Valid() {
+					valid++
+				}
+			}
+		}
+		out = append(out,
+			Result{Invariant: "valid messages written more than once (Σ committed − valid messages published; below 0: commits of stopped processes unseen)", Class: Info,
+				Found: fmt.Sprintf("%d (%d − %d)", committed-int64(valid), committed, valid), OK: true},
+			Result{Invariant: "redeliveries (Σ received − messages published; below 0: deliveries of stopped processes unseen)", Class: Info,
+				Found: fmt.Sprintf("%d (%d − %d)", received-int64(published), received, published), OK: true})
+	}
+	if spec.Late == lateAccept {
+		out = append(out, Result{Invariant: "late messages accepted (Σ late over processes)", Class: Info, Found: strconv.FormatInt(late, 10), OK: true})
+	}
+	return out
+}
+
+// deadLetteredWithin bounds what the processes counted dead-lettered, per
+// reason, by what the output holds: a topic or a file keeps every copy;
+// a table keeps one row per message, which a second copy rewrites, so
+// each row allows a count of one more per disruption from a lease before
+// its message's publication on (doc.go, "Extra copies").
+func deadLetteredWithin(o *Observed, dl map[string]int64) Result {
+	allowed := map[string]int64{}
+	var total int64
 	for _, c := range o.Copies {
-		copies[c.attrs[deadletter.AttrReason]]++
+		n := int64(1)
+		if o.spec().Output == deadletter.KindTable {
+			if pt, err := time.Parse(time.RFC3339Nano, c.attrs[deadletter.AttrPublishTime]); err == nil {
+				for _, d := range o.Disruptions {
+					if !d.Before(pt.Add(-source.LeaseExtension)) {
+						n++
+					}
+				}
+			}
+		}
+		allowed[c.attrs[deadletter.AttrReason]] += n
+		total += n
 	}
 	var over examples
+	var sum int64
 	for _, r := range deadletter.Reasons {
-		if dl[string(r)] > copies[string(r)] {
-			over.add("%s: counted %d, copies %d", r, dl[string(r)], copies[string(r)])
+		sum += dl[string(r)]
+		if dl[string(r)] > allowed[string(r)] {
+			over.add("%s: counted %d, the output allows %d", r, dl[string(r)], allowed[string(r)])
 		}
 	}
-	var dlSum int64
-	for _, n := range dl {
-		dlSum += n
+	name := "Σ dead-lettered over processes ≤ copies in the output, per reason"
+	if o.spec().Output == deadletter.KindTable {
+		name = "Σ dead-lettered over processes ≤ what the table's rows allow, per reason (one row per message; a copy again rewrites it)"
 	}
-	out = append(out,
-		Result{Invariant: "Σ dead-lettered over processes ≤ copies in the output, per reason", Class: Bounded,
-			Expected: fmt.Sprintf("≤ %d", len(o.Copies)), Found: strconv.FormatInt(dlSum, 10), OK: over.n == 0, Examples: over.lines},
-		exact("Σ dropped over processes (late_data: dead_letter never drops)", 0, int(dropped), nil),
-		Result{Invariant: "commits not seen by a scrape (killed processes' last moments)", Class: Info, Found: strconv.FormatInt(int64(rows)-committed, 10), OK: true},
-	)
-	return out
+	return Result{Invariant: name, Class: Bounded, Expected: fmt.Sprintf("≤ %d", total), Found: strconv.FormatInt(sum, 10), OK: over.n == 0, Examples: over.lines}
+}
+
+// droppedLate bounds the drops counted over processes under late_data:
+// drop: every late message neither written (by a process that knew no
+// watermark) nor copied was dropped, and counted, by some process; only a
+// process that stopped soon after (within two leases of the publication,
+// a redelivery included), after its last /status, can have done so
+// unseen. Each drop acks, so a message is dropped again only after a
+// disruption.
+func droppedLate(o *Observed, dropped int64) Result {
+	copied := map[string]bool{}
+	for _, c := range o.Copies {
+		copied[c.attrs[deadletter.AttrMessageID]] = true
+	}
+	msgs, need, excused := 0, 0, 0
+	for i, s := range o.Plan.Steps {
+		if i >= len(o.Steps) || o.Steps[i].id == "" || o.Plan.Records[s.Rec].Kind != KindLate {
+			continue
+		}
+		msgs++
+		if _, written := o.Rows[o.Plan.Records[s.Rec].ID]; written || copied[o.Steps[i].id] {
+			continue
+		}
+		need++
+		p := o.Steps[i].at
+		for _, k := range o.Stops {
+			if !k.Before(p) && k.Sub(p) <= 2*lease {
+				excused++
+				break
+			}
+		}
+	}
+	lo, hi := int64(need-excused), int64(msgs)*int64(1+len(o.Disruptions))
+	return Result{Invariant: "Σ dropped over processes (late_data: drop): every late message neither written nor copied, counted", Class: Bounded,
+		Expected: fmt.Sprintf("%d..%d (%d to drop, %d of them shortly before a process stopped)", lo, hi, need, excused),
+		Found:    strconv.FormatInt(dropped, 10), OK: dropped >= lo && dropped <= hi}
 }
 
 func checkProcesses(o *Observed) []Result {

@@ -175,22 +175,32 @@ func (c *child) waitReady(ctx context.Context, addr string, timeout time.Duratio
 // as the product writes it.
 type Status = pipeline.Status
 
-// readStatus reads /status and returns the first pipeline's.
-func readStatus(ctx context.Context, addr string) (Status, error) {
+// readStatus reads /status: every pipeline's.
+func readStatus(ctx context.Context, addr string) ([]Status, error) {
 	b, err := get(ctx, addr, "/status")
 	if err != nil {
-		return Status{}, err
+		return nil, err
 	}
 	var st struct {
 		Pipelines []Status `json:"pipelines"`
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return Status{}, fmt.Errorf("/status: %w", err)
+		return nil, fmt.Errorf("/status: %w", err)
 	}
 	if len(st.Pipelines) == 0 {
-		return Status{}, errors.New("/status: no pipeline")
+		return nil, errors.New("/status: no pipeline")
 	}
-	return st.Pipelines[0], nil
+	return st.Pipelines, nil
+}
+
+// statusOf picks the status of one pipeline.
+func statusOf(sts []Status, pipeline string) (Status, bool) {
+	for _, st := range sts {
+		if st.Name == pipeline {
+			return st, true
+		}
+	}
+	return Status{}, false
 }
 
 // Counters are the pubsink_ counters of one pipeline, from /metrics.

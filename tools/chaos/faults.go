@@ -29,10 +29,15 @@ const (
 	// FaultLatency adds Latency to every chunk through one proxy (Target)
 	// for Dur.
 	FaultLatency
+	// FaultPubSubStall holds every byte to and from Pub/Sub for Dur, then
+	// lets it all through (Resume, not a reset): the streams of both
+	// subscriptions and the dead-letter publishes hang, acks and lease
+	// extensions wait, and nothing is delivered meanwhile.
+	FaultPubSubStall
 	numFaultKinds
 )
 
-var faultNames = [numFaultKinds]string{"sigkill", "sigterm", "bigtable-stall", "bigtable-reset", "pubsub-reset", "latency"}
+var faultNames = [numFaultKinds]string{"sigkill", "sigterm", "bigtable-stall", "bigtable-reset", "pubsub-reset", "latency", "pubsub-stall"}
 
 func (k FaultKind) String() string { return faultNames[k] }
 
@@ -58,7 +63,7 @@ func (f Fault) String() string {
 			return fmt.Sprintf("%s of replica %d, restart after %v", f.Kind, f.Replica, f.Dur.Round(time.Millisecond))
 		}
 		return fmt.Sprintf("%s, restart after %v", f.Kind, f.Dur.Round(time.Millisecond))
-	case FaultBigtableStall:
+	case FaultBigtableStall, FaultPubSubStall:
 		return fmt.Sprintf("%s for %v", f.Kind, f.Dur.Round(time.Millisecond))
 	case FaultLatency:
 		return fmt.Sprintf("%s %v on %s for %v", f.Kind, f.Latency, f.Target, f.Dur.Round(time.Millisecond))
@@ -70,13 +75,13 @@ func (f Fault) String() string {
 type FaultConfig struct {
 	Count    int
 	Duration time.Duration // of the workload
-	MaxStall time.Duration // a stall lasts 1 s to MaxStall
+	MaxStall time.Duration // a stall (of Bigtable or Pub/Sub) lasts 1 s to MaxStall
 	Replicas int           // pubsink processes at once; 0 or 1: one
 }
 
 // faultWeights are the relative frequencies of the kinds beyond the first
 // round, which has one of each.
-var faultWeights = [numFaultKinds]int{FaultKill: 4, FaultTerm: 3, FaultBigtableStall: 4, FaultBigtableReset: 3, FaultPubSubReset: 3, FaultLatency: 3}
+var faultWeights = [numFaultKinds]int{FaultKill: 4, FaultTerm: 3, FaultBigtableStall: 4, FaultBigtableReset: 3, FaultPubSubReset: 3, FaultLatency: 3, FaultPubSubStall: 3}
 
 // NewSchedule makes the fault schedule of seed: Count faults at offsets
 // spread over 10%..85% of the workload, sorted. If Count is at least the
@@ -112,7 +117,7 @@ func NewSchedule(seed uint64, fc FaultConfig) []Fault {
 		switch k {
 		case FaultKill, FaultTerm:
 			f.Dur = time.Duration(r.Int64N(int64(3 * time.Second)))
-		case FaultBigtableStall:
+		case FaultBigtableStall, FaultPubSubStall:
 			f.Dur = time.Second + time.Duration(r.Int64N(int64(max(fc.MaxStall-time.Second, 0))+1))
 		case FaultLatency:
 			f.Dur = 5*time.Second + time.Duration(r.Int64N(int64(15*time.Second)))

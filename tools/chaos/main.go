@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -31,17 +32,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seed := fs.Uint64("seed", 0, "seed of the workload and the fault schedule (0: one from the clock, printed)")
-	short := fs.Bool("short", false, "the CI campaign: 3,000 messages over 60s, 6 faults, stalls up to 10s")
+	short := fs.Bool("short", false, "the CI campaign: 3,000 messages over 60s, 7 faults (one of each kind), stalls up to 10s")
 	n := fs.Int("n", 0, "messages to publish, every kind included (default 50,000; 3,000 with -short)")
 	duration := fs.Duration("duration", 0, "how long the workload publishes (default 6m; 60s with -short)")
-	faults := fs.Int("faults", 0, "faults to inject (default one per 15s of -duration, at least 6)")
-	maxStall := fs.Duration("max-stall", 0, "longest Bigtable stall (default 30s; 10s with -short)")
+	faults := fs.Int("faults", 0, "faults to inject (default one per 15s of -duration, at least 7, one of each kind)")
+	maxStall := fs.Duration("max-stall", 0, "longest Bigtable or Pub/Sub stall (default 30s; 10s with -short)")
 	replicas := fs.Int("replicas", 1, "pubsink processes running the pipeline at once; each kill or term hits one of them")
 	settle := fs.Duration("settle", 0, "longest wait after the workload for every outcome (default 3m; 90s with -short)")
 	dir := fs.String("dir", "", "run directory for logs, config and binary (default: a new temporary one)")
 	keep := fs.Bool("keep", false, "keep the run directory even when every invariant holds")
 	binary := fs.String("binary", "", "a built pubsink binary to run (default: build this module's)")
 	dryRun := fs.Bool("dry-run", false, "print the workload and the fault schedule of the seed, and run nothing")
+	mix := fs.Bool("mix", false, "run two pipelines in every process (exactly_once with a dead-letter table and late_data: accept; at_least_once with a dead-letter file and late_data: drop) instead of the default one, with the replicas' clocks skewed")
+	skew := fs.Duration("skew", -1, "largest clock offset of a replica, spread from +D to -D over the replicas (default 2s with -mix, else 0)")
 	tolerate := fs.Bool("tolerate-late-after-fault", false, "a diagnostic: count on-time records dead-lettered as late after a restart or Pub/Sub reset in a row of their own instead of failing the run")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -51,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate}
+	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate, Mix: *mix}
 	if *short {
 		opts.Messages, opts.Duration, opts.MaxStall, opts.BigPayloads, opts.Settle = 3000, 60*time.Second, 10*time.Second, 2, 90*time.Second
 	}
@@ -59,14 +62,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	setIf(&opts.Duration, *duration)
 	setIf(&opts.MaxStall, *maxStall)
 	setIf(&opts.Settle, *settle)
-	opts.Faults = max(6, int(opts.Duration/(15*time.Second)))
+	opts.Faults = max(int(numFaultKinds), int(opts.Duration/(15*time.Second)))
 	setIf(&opts.Faults, *faults)
 	opts.LateBursts = max(3, int(opts.Duration/(25*time.Second)))
 	if opts.Seed == 0 {
 		opts.Seed = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}
-	if opts.Messages < 100 || opts.Duration < 10*time.Second || opts.MaxStall < time.Second || opts.Replicas < 1 {
-		fmt.Fprintln(stderr, "chaos: -n must be at least 100, -duration at least 10s, -max-stall at least 1s, -replicas at least 1")
+	switch {
+	case *skew >= 0:
+		opts.Skew = *skew
+	case opts.Mix:
+		opts.Skew = 2 * time.Second
+	}
+	if opts.Messages < 100 || opts.Duration < 10*time.Second || opts.MaxStall < time.Second || opts.Replicas < 1 || opts.Skew > time.Minute {
+		fmt.Fprintln(stderr, "chaos: -n must be at least 100, -duration at least 10s, -max-stall at least 1s, -replicas at least 1, -skew from 0 to 1m")
 		return exitUsage
 	}
 
@@ -94,6 +103,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if opts.Replicas > 1 {
 		rerun += fmt.Sprintf(" -replicas %d", opts.Replicas)
 	}
+	if opts.Mix {
+		rerun += " -mix"
+	}
+	if *skew >= 0 {
+		rerun += fmt.Sprintf(" -skew %v", opts.Skew)
+	}
 	if *short {
 		rerun += " -short"
 	}
@@ -120,7 +135,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitCannotRun
 	}
 	results := report.Results
-	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v%s, %d faults, %v in all\nworkload: %s\n\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), len(report.Faults), elapsed, report.Workload)
+	fmt.Fprintf(stdout, "\nseed %d: %d messages over %v%s, %d faults, %v in all\nworkload: %s\n%s\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), len(report.Faults), elapsed, report.Workload, setupText(opts))
 	PrintTable(stdout, results)
 	if !Passed(results) {
 		logs := "pubsink-NN.log"
@@ -142,10 +157,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 // printPlan writes what the seed would do.
 func printPlan(w io.Writer, opts Options) {
 	p := NewPlan(opts.Seed, WorkloadConfig{Messages: opts.Messages, BigPayloads: opts.BigPayloads, LateBursts: opts.LateBursts, Band: band})
-	fmt.Fprintf(w, "seed %d: %d messages over %v%s\nworkload: %s\nfaults:\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), p.Summary())
+	fmt.Fprintf(w, "seed %d: %d messages over %v%s\nworkload: %s\n%sfaults:\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), p.Summary(), setupText(opts))
 	for i, f := range NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall, Replicas: opts.Replicas}) {
 		fmt.Fprintf(w, "  %2d  not before +%v  %s\n", i+1, f.At.Round(100*time.Millisecond), f)
 	}
+}
+
+// setupText names the pipelines under test and the clock offsets, one
+// line each.
+func setupText(opts Options) string {
+	var b strings.Builder
+	b.WriteString("pipelines:")
+	for i, p := range opts.pipes("DIR") {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		b.WriteString(" " + p.String())
+	}
+	b.WriteString("\n")
+	if t := offsetsText(replicaOffsets(opts.Replicas, opts.Skew)); t != "" {
+		b.WriteString(t + "\n")
+	}
+	return b.String()
 }
 
 // replicasText says how many replicas run, when more than one.
