@@ -14,12 +14,14 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/retry"
 	"github.com/pubsink/pubsink/internal/server"
@@ -91,6 +93,7 @@ type App struct {
 	// id names this process among the members of its pipelines.
 	id     string
 	server *server.Server
+	page   *page
 
 	mu        sync.RWMutex
 	pipelines []*pipeline.Pipeline // set once every start-up check passed
@@ -107,6 +110,12 @@ type App struct {
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
 	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}, id: members.NewID()}
 	a.metrics.WatchReady(a.Ready)
+	// The status page lists each pipeline's last warnings and errors: a
+	// tee of the log keeps them.
+	recent := logging.NewRecent(pageErrors)
+	a.log = log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, recent.Core()) }))
+	log = a.log
+	a.page = &page{app: a, recent: recent, now: time.Now}
 	defer func() {
 		if err != nil {
 			a.stopServer()
@@ -128,7 +137,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 		addr = opts.HTTPAddr
 	}
 	if addr != "-" {
-		a.server, err = server.Listen(log, addr, a.metrics.Registry, server.Probes{Ready: a.Ready, Status: a.Status, Live: a.Live})
+		a.server, err = server.Listen(log, addr, a.metrics.Registry, server.Probes{Ready: a.Ready, Status: a.Status, Live: a.Live, Page: a.page})
 		if err != nil {
 			return nil, fmt.Errorf("http.addr %s: %w", addr, err)
 		}
@@ -458,6 +467,9 @@ func (a *App) Run(ctx context.Context) error {
 		})
 	}
 	go func() { <-runCtx.Done(); stopWork() }()
+	if a.page != nil {
+		go a.page.sample(runCtx)
+	}
 
 	var g errgroup.Group
 	for _, p := range a.pipelines {

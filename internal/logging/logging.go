@@ -57,18 +57,23 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 
 // cloudSeverity writes zap levels as Cloud Logging severities.
 func cloudSeverity(l zapcore.Level, enc zapcore.PrimitiveArrayEncoder) {
+	enc.AppendString(severity(l))
+}
+
+// severity is Cloud Logging's name of a zap level.
+func severity(l zapcore.Level) string {
 	switch l {
 	case zapcore.DebugLevel:
-		enc.AppendString("DEBUG")
+		return "DEBUG"
 	case zapcore.InfoLevel:
-		enc.AppendString("INFO")
+		return "INFO"
 	case zapcore.WarnLevel:
-		enc.AppendString("WARNING")
+		return "WARNING"
 	case zapcore.ErrorLevel:
-		enc.AppendString("ERROR")
+		return "ERROR"
 	case zapcore.DPanicLevel, zapcore.PanicLevel:
-		enc.AppendString("CRITICAL")
+		return "CRITICAL"
 	default:
-		enc.AppendString("EMERGENCY")
+		return "EMERGENCY"
 	}
 }

@@ -3,6 +3,7 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"runtime"
 	"strconv"
 	"strings"
@@ -82,5 +83,35 @@ func TestJSONHasSourceLocationLabelsAndUnits(t *testing.T) {
 	}
 	if strings.Contains(lines[2], "labels") {
 		t.Errorf("labels without any label field: %s", lines[2])
+	}
+}
+
+// TestRecentKeepsTheLastWarningsOfEachPipeline: warnings and errors only,
+// by the pipeline given to With or to the call, newest first, at most n.
+func TestRecentKeepsTheLastWarningsOfEachPipeline(t *testing.T) {
+	r := NewRecent(2)
+	log := zap.New(r.Core())
+	orders := log.With(zap.String("pipeline", "orders"))
+	orders.Info("not kept")
+	orders.Warn("first", zap.Error(errors.New("catalog down")))
+	orders.Error("second")
+	orders.Warn("third")
+	log.Warn("of clicks", zap.String("pipeline", "clicks"))
+	log.Error("of the process")
+
+	got := r.Last("orders")
+	if len(got) != 2 || got[0].Message != "third" || got[1].Message != "second" || got[1].Level != "ERROR" {
+		t.Fatalf("orders: %+v; want third, second (ERROR)", got)
+	}
+	if c := r.Last("clicks"); len(c) != 1 || c[0].Message != "of clicks" || c[0].Level != "WARNING" {
+		t.Fatalf("clicks: %+v", c)
+	}
+	if p := r.Last(""); len(p) != 1 || p[0].Message != "of the process" {
+		t.Fatalf("process: %+v", p)
+	}
+	r2 := NewRecent(5)
+	zap.New(r2.Core()).With(zap.String("pipeline", "orders")).Warn("w", zap.Error(errors.New("catalog down")))
+	if e := r2.Last("orders"); len(e) != 1 || e[0].Error != "catalog down" {
+		t.Fatalf("the error field: %+v", e)
 	}
 }

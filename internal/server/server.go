@@ -27,13 +27,16 @@ type Probes struct {
 	// restarts the process. nil: /healthz answers 200 while the process
 	// runs.
 	Live func() error
+	// Page, if set, serves the status page at / (exactly: other paths stay
+	// 404).
+	Page http.Handler
 }
 
 // readyTimeout bounds one readiness check: a probe that hangs is a probe
 // that failed, and Kubernetes' default probe timeout is 1 s.
 const readyTimeout = 900 * time.Millisecond
 
-// Server serves /metrics, /healthz, /readyz and /status.
+// Server serves /metrics, /healthz, /readyz, /status and the status page at /.
 type Server struct {
 	log *zap.Logger
 	srv *http.Server
@@ -68,6 +71,9 @@ func Listen(log *zap.Logger, addr string, reg *prometheus.Registry, probes Probe
 		}
 		w.Write([]byte("ready\n"))
 	})
+	if probes.Page != nil {
+		mux.Handle("GET /{$}", probes.Page)
+	}
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
