@@ -29,6 +29,7 @@ var tiers = []struct{ tier, pattern string }{
 	{"helper", "internal/..."},
 	{"tool", "tools/..."},
 	{"test", "e2e"},
+	{"deploy", "deploy"},
 	{"part", "pipeline"}, {"part", "source"}, {"part", "dedupe"}, {"part", "members"}, {"part", "watermark"},
 	{"part", "sinks/..."}, {"part", "deadletter/..."}, {"part", "config"}, {"part", "template"},
 }
