@@ -41,21 +41,37 @@ func (e *ConfigError) IsList() bool {
 // LoadConfig loads and validates the file at path; every error it returns
 // is a *ConfigError.
 func LoadConfig(path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, &ConfigError{err}
-	}
-	return cfg, nil
+	cfg, _, err := loadWithWarnings(path)
+	return cfg, err
 }
 
-// Validate loads the file at path and reports it on out.
+// loadWithWarnings is LoadConfig, with the file's warnings
+// (config.Warnings).
+func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, &ConfigError{fmt.Errorf("config: %w", err)}
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		return nil, nil, &ConfigError{err}
+	}
+	return cfg, config.Warnings(cfg, data), nil
+}
+
+// Validate loads the file at path and reports it on out: its warnings, one
+// "warning: path: message (line N)" per line, then "PATH: ok (N
+// pipelines)". Warnings do not make it fail.
 func Validate(path string, out io.Writer) error {
-	cfg, err := LoadConfig(path)
+	cfg, warnings, err := loadWithWarnings(path)
 	if err != nil {
 		return err
 	}
 	if ps := localProblems(cfg); len(ps) > 0 {
 		return &ConfigError{ps}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	fmt.Fprintf(out, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
 	return nil
@@ -94,7 +110,7 @@ func (e *LoggedError) Unwrap() error { return e.Err }
 // failure is logged (LoggedError): with the file's log settings once they
 // are known, as JSON at info level before (a file that cannot be loaded).
 func RunFile(ctx context.Context, path string, logs io.Writer) error {
-	cfg, err := LoadConfig(path)
+	cfg, warnings, err := loadWithWarnings(path)
 	if err != nil {
 		log, _ := logging.New("info", "json", logs) // fixed arguments: cannot fail
 		log.Error("cannot start: the configuration is not usable", zap.String("config", path), zap.Error(err))
@@ -105,6 +121,9 @@ func RunFile(ctx context.Context, path string, logs io.Writer) error {
 		return err // unreachable: validation checked level and format
 	}
 	defer log.Sync()
+	for _, w := range warnings {
+		log.Warn("configuration: "+w.Message, zap.String("key", w.Path), zap.Int("line", w.Line))
+	}
 	offset, now, err := clockFromEnv()
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,8 +44,13 @@ func mustParse(t *testing.T, yaml string) *Config {
 	return cfg
 }
 
+// update rewrites the .expected files of TestBadConfigs from what Load
+// says: go test ./config -run TestBadConfigs -update (then read the diff).
+var update = flag.Bool("update", false, "rewrite testdata/*.bad.expected")
+
 // TestBadConfigs parses every testdata/NAME.bad.yaml and expects exactly the
-// problems listed in NAME.bad.expected, in any order.
+// problems listed in NAME.bad.expected, in that order: file order, each
+// with its line.
 func TestBadConfigs(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil || len(files) == 0 {
@@ -68,10 +74,14 @@ func TestBadConfigs(t *testing.T) {
 			if !errors.As(err, &problems) {
 				t.Fatalf("Load error = %v, want Problems", err)
 			}
+			if *update {
+				if err := os.WriteFile(strings.TrimSuffix(file, ".yaml")+".expected", []byte(problems.Error()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
 			got := strings.Split(problems.Error(), "\n")
 			wantLines := strings.Split(strings.TrimRight(string(want), "\n"), "\n")
-			slices.Sort(got)
-			slices.Sort(wantLines)
 			if !slices.Equal(got, wantLines) {
 				t.Errorf("problems:\n%s\n\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
 			}
@@ -85,9 +95,16 @@ func TestExamplesFileIsValid(t *testing.T) {
 	cleanEnv(t)
 	t.Setenv("GOOGLE_CLOUD_PROJECT", "")
 	t.Setenv("BIGTABLE_INSTANCE", "")
-	cfg, err := Load("../examples.yaml")
+	data, err := os.ReadFile("../examples.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(data)
 	if err != nil {
 		t.Fatalf("examples.yaml: %v", err)
+	}
+	if ws := Warnings(cfg, data); len(ws) > 0 {
+		t.Errorf("examples.yaml, which users copy, has warnings:\n%v", ws)
 	}
 	if len(cfg.Pipelines) != 2 {
 		t.Fatalf("examples.yaml has %d pipelines, want orders and clicks", len(cfg.Pipelines))
@@ -101,7 +118,7 @@ func TestExamplesFileIsValid(t *testing.T) {
 		orders.Sink.RowKey != "{attributes.customer_id}#{attributes.order_id}" || orders.Sink.Columns["amount"] != "{data.amount}" {
 		t.Errorf("orders is not the documented pipeline: %+v", orders)
 	}
-	if clicks.ExactlyOnce() || clicks.Sink.RowKey != "{message_id}" || clicks.DeadLetter.File == "" {
+	if clicks.ExactlyOnce() || clicks.Sink.RowKey != "{attributes.user_id}#{message_id}" || clicks.DeadLetter.File == "" {
 		t.Errorf("clicks is not the documented pipeline: %+v", clicks)
 	}
 	if orders.Sink.Instance != cfg.State.Instance {
@@ -169,7 +186,7 @@ func TestDefaultsFollowOtherKeys(t *testing.T) {
 	})
 	t.Run("an explicit zero is not replaced by the default", func(t *testing.T) {
 		_, err := Parse([]byte(strings.Replace(minimal, "{subscription: orders-sub}", "{subscription: orders-sub, streams: 0}", 1)))
-		if err == nil || err.Error() != "pipelines[0].source.streams: must be 1 to 64, not 0" {
+		if err == nil || err.Error() != "pipelines[0].source.streams: must be 1 to 64, not 0 (line 6)" {
 			t.Errorf("Parse error = %v, want the streams problem", err)
 		}
 	})
@@ -235,7 +252,7 @@ func TestPortOverridesHTTPAddr(t *testing.T) {
 		{name: "without PORT the file wins", want: "127.0.0.1:9000"},
 		{name: "PORT overrides the file", port: "8081", want: ":8081"},
 		{name: "PUBSINK_HTTP_ADDR overrides PORT", port: "8081", pubsinkAddr: ":9090", want: ":9090"},
-		{name: "a PORT that is not a port is a problem", port: "http", problem: `http.addr: $PORT="http" is not a port number`},
+		{name: "a PORT that is not a port is a problem", port: "http", problem: `http.addr: $PORT="http" is not a port number (line 9)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cleanEnv(t)

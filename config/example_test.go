@@ -26,6 +26,6 @@ pipelines:
 		}
 	}
 	// Output:
-	// pipelines[0].sink.colums: unknown key
-	// pipelines[0].sink.row_key: unknown placeholder "{atributes.customer_id}"
+	// pipelines[0].sink.row_key: unknown placeholder "{atributes.customer_id}" (line 9)
+	// pipelines[0].sink.colums: unknown key; did you mean columns? (line 10)
 }

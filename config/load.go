@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +46,50 @@ func Load(path string) (*Config, error) {
 // Parse reads the environment and nothing else; it is safe for concurrent
 // use, and the returned Config is not shared.
 func Parse(data []byte) (*Config, error) {
+	cfg, err := parse(data)
+	var ps Problems
+	if errors.As(err, &ps) {
+		ps.locate(keyLines(data))
+		return nil, ps
+	}
+	return cfg, err
+}
+
+// keyLines maps the key path of every key and list element of the YAML
+// document in data to its line; nil if data is no YAML.
+func keyLines(data []byte) map[string]int {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	lines := map[string]int{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				kp := joinPath(path, n.Content[i].Value)
+				if _, seen := lines[kp]; !seen { // a repeated key: its first line
+					lines[kp] = n.Content[i].Line
+				}
+				walk(n.Content[i+1], kp)
+			}
+		case yaml.SequenceNode:
+			for i, e := range n.Content {
+				ep := fmt.Sprintf("%s[%d]", path, i)
+				lines[ep] = e.Line
+				walk(e, ep)
+			}
+		}
+		// An alias's keys are on the anchor's lines: the nearest key above
+		// (the alias's own) locates them. Not walking into it also keeps a
+		// document of nested aliases ("billion laughs") linear.
+	}
+	walk(doc.Content[0], "")
+	return lines
+}
+
+func parse(data []byte) (*Config, error) {
 	c := &collector{}
 	tree := readTree(data, c)
 	if tree == nil {
@@ -332,7 +378,11 @@ func checkValue(v any, path string, t reflect.Type, c *collector) (any, bool) {
 			kp := joinPath(path, k)
 			f, known := fields[k]
 			if !known {
-				c.addBroken(kp, "unknown key")
+				if near := nearestKey(k, fields); near != "" {
+					c.addBroken(kp, "unknown key; did you mean %s?", near)
+				} else {
+					c.addBroken(kp, "unknown key")
+				}
 				delete(m, k)
 				continue
 			}
@@ -405,6 +455,41 @@ func checkValue(v any, path string, t reflect.Type, c *collector) (any, bool) {
 		return nil, false
 	}
 	panic("config: checkValue does not know " + t.String()) // a new field type needs a case here
+}
+
+// nearestKey is the key of fields closest to k, if it is close enough to
+// be a misspelling of it (an edit distance of at most a third of its
+// length, and at most 3); "" otherwise.
+func nearestKey(k string, fields map[string]reflect.StructField) string {
+	best, bestD := "", 0
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		d := editDistance(strings.ToLower(k), key)
+		if d <= min(3, max(1, len(key)/3)) && (best == "" || d < bestD) {
+			best, bestD = key, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // fieldsByKey maps the mapstructure keys of struct t to its fields.

@@ -352,3 +352,19 @@ func appendPadded(dst []byte, v int64, width int) []byte {
 	buf[i] = byte('0' + v)
 	return append(dst, buf[i:]...)
 }
+
+// Leading returns the first placeholder of t as written ("{message_id}",
+// "{attributes.ts}"), and the literal text before it, which is the same in
+// every rendering: what decides where in a sorted key space (a Bigtable
+// table) the rendered values of t fall. ok is false for a template without
+// placeholders.
+func (t *Template) Leading() (prefix, placeholder string, ok bool) {
+	for _, p := range t.parts {
+		if p.kind == kindLiteral {
+			prefix += p.text
+			continue
+		}
+		return prefix, p.placeholder, true
+	}
+	return prefix, "", false
+}

@@ -275,3 +275,24 @@ func TestRenderDoesNotAllocate(t *testing.T) {
 		t.Errorf("AppendTo allocates %v times per run, want 0", allocs)
 	}
 }
+
+func TestLeading(t *testing.T) {
+	for src, want := range map[string][2]string{
+		"{message_id}":                 {"", "{message_id}"},
+		"orders#{event_time}#{data.a}": {"orders#", "{event_time}"},
+		"{{x}}{attributes.ts}":         {"{x}", "{attributes.ts}"},
+	} {
+		tmpl, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix, ph, ok := tmpl.Leading()
+		if !ok || prefix != want[0] || ph != want[1] {
+			t.Errorf("Leading(%q) = %q, %q, %v; want %q, %q", src, prefix, ph, ok, want[0], want[1])
+		}
+	}
+	tmpl, _ := Compile("constant")
+	if _, _, ok := tmpl.Leading(); ok {
+		t.Error("a template without placeholders has a leading placeholder")
+	}
+}
