@@ -418,6 +418,26 @@ func (f *failCounter) Write(ctx context.Context, row *sinks.Row) error {
 	return err
 }
 
+// bigtableProxy starts a faultproxy in front of the Bigtable emulator,
+// closed when the test ends, and returns it with an app.Options.Bigtable
+// that connects through it.
+func (e *env) bigtableProxy() (*faultproxy.Proxy, func(context.Context, string) (*bigtable.Client, error)) {
+	e.t.Helper()
+	proxy, err := faultproxy.Start(e.bt.Host)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { proxy.Close() })
+	viaProxy := &emulator.Bigtable{Host: proxy.Addr()}
+	return proxy, func(ctx context.Context, inst string) (*bigtable.Client, error) {
+		c, admin, err := viaProxy.Clients(ctx, project, inst)
+		if admin != nil {
+			admin.Close()
+		}
+		return c, err
+	}
+}
+
 // TestBigtableStallDeadLettersNothingAndLosesNothing stalls every
 // connection to Bigtable mid-stream (through internal/testenv/faultproxy), then
 // resets them all: transient failures however long; nothing may be
@@ -435,24 +455,13 @@ func TestBigtableStallDeadLettersNothingAndLosesNothing(t *testing.T) {
 	// takes the stall (the chaos campaign stalls that path).
 	_, cfg := e.writeConfig(e.configYAML(config.ModeAtLeastOnce, e.deadLetterYAML(deadletter.KindTopic)))
 	_, dlSub, _ := e.deadLetterNames()
-	proxy, err := faultproxy.Start(e.bt.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	viaProxy := &emulator.Bigtable{Host: proxy.Addr()}
+	proxy, viaProxy := e.bigtableProxy()
 	var counter *failCounter
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, err := app.Open(ctx, nopLogger(), cfg, app.Options{
-		PubSub: e.pubsub,
-		Bigtable: func(ctx context.Context, inst string) (*bigtable.Client, error) {
-			c, admin, err := viaProxy.Clients(ctx, project, inst)
-			if admin != nil {
-				admin.Close()
-			}
-			return c, err
-		},
+		PubSub:   e.pubsub,
+		Bigtable: viaProxy,
 		WrapSink: func(_ string, s sinks.Sink) sinks.Sink { counter = &failCounter{Sink: s}; return counter },
 		HTTPAddr: "-",
 	})
@@ -512,23 +521,12 @@ func TestABigtableStallMakesOneDeadLetterCopyPerPoisonMessage(t *testing.T) {
 	e := newEnv(t)
 	_, cfg := e.writeConfig(e.configYAML(config.ModeExactlyOnce, e.deadLetterYAML(deadletter.KindTopic)))
 	_, dlSub, _ := e.deadLetterNames()
-	proxy, err := faultproxy.Start(e.bt.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	viaProxy := &emulator.Bigtable{Host: proxy.Addr()}
+	proxy, viaProxy := e.bigtableProxy()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, err := app.Open(ctx, nopLogger(), cfg, app.Options{
-		PubSub: e.pubsub,
-		Bigtable: func(ctx context.Context, inst string) (*bigtable.Client, error) {
-			c, admin, err := viaProxy.Clients(ctx, project, inst)
-			if admin != nil {
-				admin.Close()
-			}
-			return c, err
-		},
+		PubSub:   e.pubsub,
+		Bigtable: viaProxy,
 		HTTPAddr: "-",
 	})
 	if err != nil {

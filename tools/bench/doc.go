@@ -78,8 +78,8 @@
 //     publish call returned, and reads the sampled rows from the sink table
 //     every 100 ms until each appears. It is measured outside the
 //     connectors, the same way for all, at 100 ms resolution. (The
-//     connectors' own pubsink_commit_latency_seconds histograms have 2.5×
-//     buckets: too coarse for a p99.) In a backlog drain it is mostly the
+//     connectors' own pubsink_commit_latency_seconds histograms have 1-2.5-5
+//     buckets per decade: too coarse for a p99.) In a backlog drain it is mostly the
 //     time a message waits behind the backlog, so it follows throughput.
 //
 // Every run uses fresh topic, subscriptions and tables (the emulators keep
