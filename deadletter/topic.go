@@ -288,16 +288,25 @@ func maxMessageBytes(topic string) int {
 // A cut copy is still a copy: the original is acked and nothing is dropped
 // silently; the cut is logged and marked, and replay does not republish it.
 func fitPubSub(c *Copy, topic string) *pubsub.Message {
+	n := len(c.Attributes)
 	var cuts []string
-	if n := len(c.Attributes); n+len(c.fields()) > maxAttributes {
-		keep := maxAttributes - len(c.fields()) - 1 // room for pubsink_truncated
+	// keepAttributes keeps the first of the original's attributes (in key
+	// order) that leave room for pubsink's own and for pubsink_truncated.
+	keepAttributes := func() {
+		keep := maxAttributes - len(c.fields()) - 1
+		if c.Truncated != "" {
+			keep++ // pubsink_truncated is already among the fields
+		}
 		kept := make(map[string]string, keep)
 		for _, k := range slices.Sorted(maps.Keys(c.Attributes))[:keep] {
 			kept[k] = c.Attributes[k]
 		}
 		c.Attributes = kept
-		cuts = append(cuts, fmt.Sprintf("attributes: %d of %d kept", keep, n))
+		cuts = []string{fmt.Sprintf("attributes: %d of %d kept", keep, n)}
 		c.Truncated = cuts[0]
+	}
+	if n+len(c.fields()) > maxAttributes {
+		keepAttributes()
 	}
 	limit := maxMessageBytes(topic)
 	size := func() int {
@@ -307,6 +316,12 @@ func fitPubSub(c *Copy, topic string) *pubsub.Message {
 		c.Error = truncateUTF8(c.Error, max(0, len(c.Error)-over))
 	}
 	if over := size() - limit; over > 0 {
+		// Cutting the data adds pubsink_truncated; when the attributes
+		// fitted exactly, it would be one too many, so one more original
+		// attribute goes.
+		if c.Truncated == "" && len(c.Attributes)+len(c.fields())+1 > maxAttributes {
+			keepAttributes()
+		}
 		// The marker's own length depends on the kept length; reserve it
 		// with the widest value (the full length), then fill it in. The
 		// number can only get shorter, so the message only gets smaller.
