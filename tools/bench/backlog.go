@@ -25,6 +25,19 @@ func payload(i int, id string, size int) []byte {
 	return append(b, `"}`...)
 }
 
+// message is message i of a run, as every connector reads it: the payload,
+// the id attribute (the row key) and the event-time attribute ts.
+func message(i, size int) *pubsub.Message {
+	id := messageID(i)
+	return &pubsub.Message{
+		Data:       payload(i, id, size),
+		Attributes: map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
+	}
+}
+
+// keysOnly reads rows as cheaply as the emulator allows: one cell, no value.
+var keysOnly = bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter()))
+
 // preload publishes n messages to topic and returns, for every every-th
 // message, the time its publish call returned: a bound on its publish time
 // within a few milliseconds.
@@ -54,12 +67,10 @@ func (b *bench) preload(ctx context.Context, topic string, n, every int) (map[st
 	var wg sync.WaitGroup
 	published := make(map[string]time.Time, n/every+1)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		id := messageID(i)
-		r := pub.Publish(ctx, &pubsub.Message{
-			Data:       payload(i, id, b.o.payload),
-			Attributes: map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
-		})
+		m := message(i, b.o.payload)
+		r := pub.Publish(ctx, m)
 		if i%every == 0 {
+			id := m.Attributes["id"]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -116,7 +127,7 @@ func (s *sampler) run(ctx context.Context, interval time.Duration) {
 		err := s.table.ReadRows(ctx, bigtable.RowList(pending), func(r bigtable.Row) bool {
 			seen[r.Key()] = true
 			return true
-		}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+		}, keysOnly)
 		if err == nil && len(seen) > 0 {
 			at := start
 			if !prev.IsZero() {
@@ -150,10 +161,21 @@ func (s *sampler) quantiles() (p50, p99 time.Duration, n int) {
 		ls = append(ls, l)
 	}
 	s.mu.Unlock()
+	p50, p99 = quantiles(ls)
+	return p50, p99, len(ls)
+}
+
+// quantiles returns the p50 and p99 of ls (which it sorts) by nearest
+// rank: the smallest value that at least that share of ls is at or below.
+// Both are 0 if ls is empty.
+func quantiles(ls []time.Duration) (p50, p99 time.Duration) {
 	if len(ls) == 0 {
-		return 0, 0, 0
+		return 0, 0
 	}
 	slices.Sort(ls)
-	q := func(p float64) time.Duration { return ls[min(len(ls)-1, int(p*float64(len(ls))))] }
-	return q(0.50), q(0.99), len(ls)
+	q := func(pct int) time.Duration {
+		rank := (pct*len(ls) + 99) / 100 // ⌈pct% of len(ls)⌉, at least 1
+		return ls[rank-1]
+	}
+	return q(50), q(99)
 }

@@ -280,7 +280,7 @@ func (b *bench) countRows(ctx context.Context, table string) (int, error) {
 	err := b.data.Open(table).ReadRows(ctx, bigtable.InfiniteRange(""), func(bigtable.Row) bool {
 		n++
 		return true
-	}, bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter())))
+	}, keysOnly)
 	return n, err
 }
 

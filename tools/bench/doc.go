@@ -5,6 +5,7 @@
 //	go run ./tools/bench -n 50000 -rounds 5   # quicker, more rounds
 //	go run ./tools/bench -profile prof/       # also CPU and alloc profiles of each connector
 //	go run ./tools/bench -memory              # 1,000,000-message backlog, defaults: peak RSS
+//	go run ./tools/bench -latency             # no backlog, 1,000 msg/s for 20 s: probe latency
 //
 // It starts the Pub/Sub emulator and cbtemulator (internal/testenv/emulator), builds
 // the pubsink binary, and for each round drains a fresh backlog of N
@@ -107,6 +108,54 @@
 // 6 KB per message, 12 GB in all with -Xmx14g in JAVA_OPTS; without it, the
 // default heap of a quarter of the RAM fills up). A full drain of 1M takes
 // tens of minutes; -timeout bounds it.
+//
+// # Latency
+//
+// -latency measures latency instead of a drain: publish confirmed → row
+// readable, at a steady rate, with no backlog.
+//
+//	go run ./tools/bench -latency                                   # 1,000 msg/s, 20 s a run, 3 rounds
+//	go run ./tools/bench -latency -rate 2000 -duration 60s -rounds 5
+//	go run ./tools/bench -latency -duration 10s -rounds 1 -connectors naive,exactly_once -streams 4
+//
+// For each round and each connector (the same rotation as above), the
+// bench starts the connector on a fresh topic, subscriptions and tables,
+// empty, and publishes for -duration (default 20 s) at a steady -rate
+// (default 1,000 msg/s, probes included): every 5 ms, what brings the count
+// up to the rate times the time since the start, sent within a millisecond
+// (no bundling delay to bunch it up). The messages are the backlog's (the
+// same payloads, id and event-time attributes), so every connector writes
+// their rows the same way.
+//
+// All along, one probe at a time: the bench publishes a probe message (one
+// of those counted in the rate), notes when its publish call's result
+// returned (confirmed), then reads the probe's row (its key is the id
+// attribute) with ReadRow every 2 ms until it is there. The row is taken
+// to have become readable halfway between the starts of the last read that
+// missed it and of the read that found it (±1 ms). The probe's latency is
+// confirmed → readable; after a random pause of up to the batch delay
+// (20 ms), so that the probes do not fall in step with the connectors'
+// batches, the next probe is published. Warm-up is left out: the probes
+// confirmed before -warmup (default 3 s) after the first probe's row was
+// read, which covers the connector's start-up and the few messages
+// published before it was reading. A probe's row not readable within 10 s
+// fails the run.
+//
+// After -duration, the bench waits until the connector committed every
+// message published (-timeout, default 2 min), stops it, and checks that
+// the sink table holds exactly one row per message, as after a drain. Each
+// run reports the p50 and p99 of its probes (nearest rank), how many,
+// the offered rate (what the bench published per second: the connector
+// keeps up with it, so it is not a throughput), and CPU s/M and peak RSS
+// measured as above (CPU over the messages published, start-up included:
+// with 20,000 messages a run, start-up weighs more than in a drain). The
+// summary gives their medians with min–max, and the ratios to naive of CPU,
+// RSS, p50 and p99.
+//
+// The probes' reads (500 a second) and the publishing load the emulators
+// and the bench, not the connectors: they are the same for all. With
+// -profile, the profiled runs are latency runs too; -n and -samples do not
+// apply, and -memory and -latency do not go together.
 //
 // # Profiles
 //

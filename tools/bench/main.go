@@ -32,6 +32,10 @@ type options struct {
 	replicas   int // processes of exactly_once_shared
 	payload    int
 	memory     bool
+	latency    bool          // the latency probe instead of a drain
+	rate       float64       // -latency: msg/s published, probes included
+	duration   time.Duration // -latency: how long each run publishes
+	warmup     time.Duration // -latency: probes left out after the first row
 	profileDir string
 	logDir     string
 	pubsink    string
@@ -51,17 +55,27 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.replicas, "replicas", 2, "processes that run exactly_once_shared at once")
 	fs.IntVar(&o.payload, "payload", 200, "payload size in bytes, about")
 	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
+	fs.BoolVar(&o.latency, "latency", false, "latency probe: no backlog, a steady -rate for -duration, probes one at a time; report publish-confirmed → row-readable latency")
+	fs.Float64Var(&o.rate, "rate", 1000, "with -latency: messages per second published, probes included")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "with -latency: how long each run publishes, warm-up included")
+	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "with -latency: probes left out after the first probe's row was read")
 	fs.StringVar(&o.profileDir, "profile", "", "after the rounds, run each connector once more with CPU and alloc profiles written to this directory")
 	fs.StringVar(&o.logDir, "logs", "", "keep the emulators' and children's logs in this directory (default: a temporary one, removed)")
 	fs.StringVar(&o.pubsink, "pubsink", "", "pubsink binary to run (default: built from this module)")
 	fs.StringVar(&o.baseline, "baseline", "", "another pubsink binary (an earlier commit's), run as connector exactly_once_baseline: exactly_once, compared in the same rounds")
-	fs.DurationVar(&o.timeout, "timeout", 0, "give up on a run after this long (default: 2 min + 2 ms per message)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up on a run after this long (default: 2 min + 2 ms per message; with -latency: on its last commit, 2 min after the publishing ended)")
 	fs.IntVar(&o.samples, "samples", 2000, "messages per run whose publish → row latency is measured")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.memory && o.latency {
+		return o, fmt.Errorf("-memory and -latency are two modes: pick one")
+	}
+	if o.latency && (o.rate < 1 || o.duration <= 0 || o.warmup < 0 || o.warmup >= o.duration) {
+		return o, fmt.Errorf("-latency: -rate must be at least 1, -duration positive, -warmup not negative and shorter than -duration")
+	}
 	if o.memory {
 		if !set["n"] {
 			o.n = 1_000_000
@@ -95,7 +109,11 @@ func parseOptions(args []string) (options, error) {
 	if o.n < 1 || o.rounds < 0 || o.streams < 0 || o.payload < 64 || o.samples < 1 || o.replicas < 2 {
 		return o, fmt.Errorf("-n, -samples must be positive, -rounds and -streams not negative, -payload at least 64, -replicas at least 2")
 	}
-	if o.timeout == 0 {
+	switch {
+	case o.timeout != 0:
+	case o.latency:
+		o.timeout = 2 * time.Minute
+	default:
 		o.timeout = 2*time.Minute + time.Duration(o.n)*2*time.Millisecond
 	}
 	return o, nil

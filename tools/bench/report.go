@@ -16,14 +16,21 @@ import (
 // emulator, or last), then prints the table, and the profiles if asked.
 func (b *bench) rounds(ctx context.Context) error {
 	out := os.Stdout
-	fmt.Fprintf(out, "pubsink bench: %d messages per run, %d rounds, %s streams, %d-byte payloads; %s\n",
-		b.o.n, b.o.rounds, streamsText(b.o.streams), b.o.payload, load())
+	run := b.run
+	if b.o.latency {
+		run = b.latencyRun
+		fmt.Fprintf(out, "pubsink latency bench: %.0f msg/s for %v per run, probes one at a time (row read every %v, warm-up %v), %d rounds, %s streams, %d-byte payloads; %s\n",
+			b.o.rate, b.o.duration, pollEvery, b.o.warmup, b.o.rounds, streamsText(b.o.streams), b.o.payload, load())
+	} else {
+		fmt.Fprintf(out, "pubsink bench: %d messages per run, %d rounds, %s streams, %d-byte payloads; %s\n",
+			b.o.n, b.o.rounds, streamsText(b.o.streams), b.o.payload, load())
+	}
 	var all []result
 	for r := 0; r < b.o.rounds; r++ {
 		for i := range b.o.connectors {
 			k := b.o.connectors[(i+r)%len(b.o.connectors)]
-			res := b.run(ctx, k, r+1, nil)
-			printRun(os.Stderr, b.o.n, res)
+			res := run(ctx, k, r+1, nil)
+			printRun(os.Stderr, b.o, res)
 			all = append(all, res)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -40,8 +47,8 @@ func (b *bench) rounds(ctx context.Context) error {
 		}
 		fmt.Fprintf(out, "\nprofiled runs (profiles in %s; not in the table above):\n", b.o.profileDir)
 		for _, k := range b.o.connectors {
-			res := b.run(ctx, k, 0, &profile{dir: b.o.profileDir})
-			printRun(out, b.o.n, res)
+			res := run(ctx, k, 0, &profile{dir: b.o.profileDir})
+			printRun(out, b.o, res)
 		}
 	}
 	for _, r := range all {
@@ -71,7 +78,7 @@ func (b *bench) memory(ctx context.Context) error {
 	failed := 0
 	for _, k := range b.o.connectors {
 		res := b.run(ctx, k, 1, nil)
-		printRun(out, b.o.n, res)
+		printRun(out, b.o, res)
 		fmt.Fprintf(out, "  RSS while draining (sampled each second; peak (VmHWM) %.0f MB):\n", mb(res.rss))
 		step := max(1, len(res.rssSeen)/20)
 		for i, p := range res.rssSeen {
@@ -98,43 +105,64 @@ func streamsText(n int) string {
 }
 
 // printRun prints one run as it finishes.
-func printRun(w io.Writer, n int, r result) {
+func printRun(w io.Writer, o options, r result) {
 	status := "ok"
 	if r.err != nil {
 		status = "FAILED: " + r.err.Error()
 	}
 	shared := ""
 	if r.kind.shared() {
-		shared = fmt.Sprintf("  conditional claims/N %.3f", r.conditional/float64(n))
+		shared = fmt.Sprintf("  conditional claims/N %.3f", r.conditional/float64(max(1, r.msgs)))
+	}
+	if o.latency {
+		fmt.Fprintf(w, "round %d %-13s %6.0f msg/s offered (%d messages)  %6.2f CPU s/M  %5.0f MB  probe p50 %5.1fms p99 %5.1fms (%d probes)  dups %.0f%s  %s\n",
+			r.round, r.kind, r.rate, r.msgs, r.cpuPerMillion(), mb(r.rss), millis(r.p50), millis(r.p99), r.samples, r.dups, shared, status)
+		return
 	}
 	fmt.Fprintf(w, "round %d %-13s %8.0f msg/s  %6.2f CPU s/M  %5.0f MB  p50 %5.2fs p99 %5.2fs (%d samples)  drain %5.1fs  dups %.0f%s  %s\n",
-		r.round, r.kind, r.rate, r.cpuPerMillion(n), mb(r.rss), r.p50.Seconds(), r.p99.Seconds(), r.samples, r.drain.Seconds(), r.dups, shared, status)
+		r.round, r.kind, r.rate, r.cpuPerMillion(), mb(r.rss), r.p50.Seconds(), r.p99.Seconds(), r.samples, r.drain.Seconds(), r.dups, shared, status)
 }
+
+// millis is d in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 // metric is one column of the table.
 type metric struct {
-	name string
-	get  func(result) float64
-	prec int
+	name  string
+	get   func(result) float64
+	prec  int
+	ratio bool // a column of the ratios to naive too
 }
 
-func metricsOf(n int) []metric {
+// metricsOf are the columns of the table: with -latency, the offered rate
+// and the probes' latency instead of the drain's rate and sampled latency.
+func metricsOf(o options) []metric {
+	cpu := metric{"CPU s/M msg", func(r result) float64 { return r.cpuPerMillion() }, 2, true}
+	rss := metric{"peak RSS MB", func(r result) float64 { return mb(r.rss) }, 0, true}
+	if o.latency {
+		return []metric{
+			{"offered msg/s", func(r result) float64 { return r.rate }, 0, false},
+			cpu, rss,
+			{"p50 ms", func(r result) float64 { return millis(r.p50) }, 1, true},
+			{"p99 ms", func(r result) float64 { return millis(r.p99) }, 1, true},
+			{"probes", func(r result) float64 { return float64(r.samples) }, 0, false},
+		}
+	}
 	return []metric{
-		{"msg/s", func(r result) float64 { return r.rate }, 0},
-		{"CPU s/M msg", func(r result) float64 { return r.cpuPerMillion(n) }, 2},
-		{"peak RSS MB", func(r result) float64 { return mb(r.rss) }, 0},
-		{"p50 s", func(r result) float64 { return r.p50.Seconds() }, 2},
-		{"p99 s", func(r result) float64 { return r.p99.Seconds() }, 2},
-		{"drain s", func(r result) float64 { return r.drain.Seconds() }, 1},
+		{"msg/s", func(r result) float64 { return r.rate }, 0, true},
+		cpu, rss,
+		{"p50 s", func(r result) float64 { return r.p50.Seconds() }, 2, false},
+		{"p99 s", func(r result) float64 { return r.p99.Seconds() }, 2, false},
+		{"drain s", func(r result) float64 { return r.drain.Seconds() }, 1, false},
 	}
 }
 
 // printTable prints every run, then per connector the median and min–max
 // of each metric over the successful runs, then the ratios to naive.
 func printTable(w io.Writer, o options, all []result) {
-	ms := metricsOf(o.n)
+	ms := metricsOf(o)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "round\tconnector\t"
 	for _, m := range ms {
@@ -156,7 +184,7 @@ func printTable(w io.Writer, o options, all []result) {
 	var claims []string
 	for _, r := range all {
 		if r.kind.shared() {
-			claims = append(claims, fmt.Sprintf("%.3f", r.conditional/float64(o.n)))
+			claims = append(claims, fmt.Sprintf("%.3f", r.conditional/float64(max(1, r.msgs))))
 		}
 	}
 	if len(claims) > 0 {
@@ -196,8 +224,14 @@ func printTable(w io.Writer, o options, all []result) {
 	}
 	fmt.Fprintf(w, "\nratios to naive: ratio of the medians [min–max of the per-round ratios]:\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	var rs []metric
+	for _, m := range ms {
+		if m.ratio {
+			rs = append(rs, m)
+		}
+	}
 	header = "ratio\t"
-	for _, m := range ms[:3] {
+	for _, m := range rs {
 		header += m.name + "\t"
 	}
 	fmt.Fprintln(tw, header)
@@ -206,7 +240,7 @@ func printTable(w io.Writer, o options, all []result) {
 			continue
 		}
 		line := fmt.Sprintf("%s / naive\t", k)
-		for _, m := range ms[:3] {
+		for _, m := range rs {
 			ratio := median(values(byKind[k], m.get)) / median(values(byKind[naive], m.get))
 			var per []float64
 			for _, r := range byKind[k] {

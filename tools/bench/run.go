@@ -31,13 +31,14 @@ type result struct {
 	kind  kind
 	round int
 
-	rate    float64       // msg/s between 1% and 99% committed
+	msgs    int           // messages published (a drain: N)
+	rate    float64       // msg/s between 1% and 99% committed (-latency: published)
 	drain   time.Duration // exec → every message committed
 	cpu     time.Duration // user + system, the children's whole lives, summed
 	rss     int64         // peak RSS of the largest child, bytes
-	p50     time.Duration // publish → row, sampled
+	p50     time.Duration // publish → row, sampled (-latency: confirmed → readable, probed)
 	p99     time.Duration
-	samples int
+	samples int     // latencies measured
 	rows    int     // rows in the sink table afterwards
 	dups    float64 // duplicates the connector reported
 	// conditional is the conditional claims the connector reported (all
@@ -48,7 +49,7 @@ type result struct {
 }
 
 // cpuPerMillion is CPU seconds per million messages.
-func (r result) cpuPerMillion(n int) float64 { return r.cpu.Seconds() / float64(n) * 1e6 }
+func (r result) cpuPerMillion() float64 { return r.cpu.Seconds() / float64(max(1, r.msgs)) * 1e6 }
 
 type rssPoint struct {
 	at        time.Duration
@@ -66,7 +67,71 @@ type point struct {
 type profile struct{ dir string }
 
 // run drains one fresh backlog with connector k and measures it.
-func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) (res result) {
+func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) result {
+	return b.runWith(ctx, k, round, prof, func(ctx context.Context, e *runEnv, res *result) (int, error) {
+		every := max(1, b.o.n/b.o.samples)
+		published, err := b.preload(ctx, "projects/"+project+"/topics/"+e.n.topic, b.o.n, every)
+		if err != nil {
+			return b.o.n, err
+		}
+		sctx, cancelSampler := context.WithCancel(ctx)
+		defer cancelSampler()
+		smp := newSampler(b.data.Open(e.n.table), published)
+		if err := e.startAll(); err != nil {
+			return b.o.n, err
+		}
+		go smp.run(sctx, sampleEvery)
+		series, err := b.watch(ctx, e, b.o.n, smp, res)
+		res.p50, res.p99, res.samples = smp.quantiles()
+		res.rate = rate(series, float64(b.o.n))
+		return b.o.n, err
+	})
+}
+
+// runEnv is the connector of one run: its fresh resources and its
+// processes, prepared by runWith and started by the run's body.
+type runEnv struct {
+	n     names
+	addrs []string // one per process, its http.addr
+	cmds  []*exec.Cmd
+	logs  []string
+	cs    []*child  // the processes started so far
+	start time.Time // when the first was started
+}
+
+// startAll starts the processes together.
+func (e *runEnv) startAll() error {
+	e.start = time.Now()
+	for i, cmd := range e.cmds {
+		c, err := startChild(cmd, e.logs[i])
+		if err != nil {
+			return err
+		}
+		e.cs = append(e.cs, c)
+	}
+	return nil
+}
+
+// exited returns a process that has exited, or nil.
+func (e *runEnv) exited() *child {
+	for _, c := range e.cs {
+		select {
+		case <-c.done:
+			return c
+		default:
+		}
+	}
+	return nil
+}
+
+// runWith runs connector k once: it creates the run's fresh topic,
+// subscriptions and tables and prepares its processes; body publishes,
+// starts them (runEnv.startAll), measures into res, and returns how many
+// messages it published. Then runWith stops the processes, adds their CPU
+// time and peak RSS to res, checks that the sink table holds exactly one
+// row per message published, and deletes the resources.
+func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
+	body func(ctx context.Context, e *runEnv, res *result) (published int, err error)) (res result) {
 	res = result{kind: k, round: round}
 	n := b.names(k, round)
 	addrs, err := freeAddrs(b.procs(k))
@@ -87,70 +152,44 @@ func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) (res 
 		}
 	}()
 
-	every := max(1, b.o.n/b.o.samples)
-	published, err := b.preload(ctx, "projects/"+project+"/topics/"+n.topic, b.o.n, every)
-	if err != nil {
-		res.err = err
-		return res
-	}
-
-	cmds, logs := make([]*exec.Cmd, len(addrs)), make([]string, len(addrs))
-	for i := range cmds {
+	e := &runEnv{n: n, addrs: addrs, cmds: make([]*exec.Cmd, len(addrs)), logs: make([]string, len(addrs))}
+	for i := range e.cmds {
 		tag := procTag(i, len(addrs))
-		cmds[i] = b.command(k, n, paths[i], addrs[i], prof, tag)
-		logs[i] = filepath.Join(b.dir, n.suffix+tag+".log")
-		logf, err := os.Create(logs[i])
+		e.cmds[i] = b.command(k, n, paths[i], addrs[i], prof, tag)
+		e.logs[i] = filepath.Join(b.dir, n.suffix+tag+".log")
+		logf, err := os.Create(e.logs[i])
 		if err != nil {
 			res.err = err
 			return res
 		}
 		defer logf.Close()
-		cmds[i].Stdout, cmds[i].Stderr = logf, logf
-		cmds[i].Env = b.env()
-		cmds[i].SysProcAttr = procAttr()
+		e.cmds[i].Stdout, e.cmds[i].Stderr = logf, logf
+		e.cmds[i].Env = b.env()
+		e.cmds[i].SysProcAttr = procAttr()
 	}
 
-	sctx, cancelSampler := context.WithCancel(ctx)
-	defer cancelSampler()
-	smp := newSampler(b.data.Open(n.table), published)
-	// The processes start together; the drain is measured from the first.
-	start := time.Now()
-	var cs []*child
-	for i, cmd := range cmds {
-		c, err := startChild(cmd, logs[i])
-		if err != nil {
-			stopAll(cs)
-			res.err = err
-			return res
-		}
-		cs = append(cs, c)
-	}
-	go smp.run(sctx, sampleEvery)
-
-	series, err := b.watch(ctx, cs, addrs, start, smp, &res)
+	res.msgs, err = body(ctx, e, &res)
 	// Peak RSS is the largest child's VmHWM, read while they run (watch)
 	// and just before they are stopped. Not rusage's maxrss: on Linux a
 	// child started with vfork inherits its parent's peak RSS across exec,
 	// so maxrss would report the bench's own RSS when that is larger.
-	res.rss = max(res.rss, maxStatus(cs, "VmHWM:"))
-	if stopErr := stopAll(cs); err == nil && stopErr != nil {
+	res.rss = max(res.rss, maxStatus(e.cs, "VmHWM:"))
+	if stopErr := stopAll(e.cs); err == nil && stopErr != nil {
 		err = fmt.Errorf("%s did not stop cleanly: %w", k, stopErr)
 	}
-	for _, c := range cs {
+	for _, c := range e.cs {
 		if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			res.cpu += time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 		}
 	}
-	res.p50, res.p99, res.samples = smp.quantiles()
-	res.rate = rate(series, float64(b.o.n))
 	if err != nil {
 		res.err = err
 		return res
 	}
 	if res.rows, err = b.countRows(ctx, n.table); err != nil {
 		res.err = fmt.Errorf("counting rows: %w", err)
-	} else if res.rows != b.o.n {
-		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, b.o.n)
+	} else if res.rows != res.msgs {
+		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, res.msgs)
 	}
 	return res
 }
@@ -179,10 +218,11 @@ func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag s
 	}
 }
 
-// watch scrapes the children (one per address) until, summed over them,
-// every message committed and every sampled row was seen, and returns the
-// summed committed counts it saw.
-func (b *bench) watch(ctx context.Context, cs []*child, addrs []string, start time.Time, smp *sampler, res *result) ([]point, error) {
+// watch scrapes the run's processes until, summed over them, want
+// messages committed and every sampled row was seen (smp nil: none are
+// sampled), and returns the summed committed counts it saw.
+func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, res *result) ([]point, error) {
+	cs := e.cs
 	deadline := time.NewTimer(b.o.timeout)
 	defer deadline.Stop()
 	tk := time.NewTicker(scrapeEvery)
@@ -205,11 +245,11 @@ func (b *bench) watch(ctx context.Context, cs []*child, addrs []string, start ti
 			if len(series) > 0 {
 				last = series[len(series)-1].n
 			}
-			return series, fmt.Errorf("%s: timed out after %v with %.0f of %d committed", res.kind, b.o.timeout, last, b.o.n)
+			return series, fmt.Errorf("%s: timed out after %v with %.0f of %d committed", res.kind, b.o.timeout, last, want)
 		case <-tk.C:
 		}
 		now := time.Now()
-		m, err := scrapeAll(addrs)
+		m, err := scrapeAll(e.addrs)
 		if err != nil {
 			continue // not all listening yet
 		}
@@ -218,12 +258,15 @@ func (b *bench) watch(ctx context.Context, cs []*child, addrs []string, start ti
 		res.rss = max(res.rss, maxStatus(cs, "VmHWM:"))
 		if b.o.memory && now.Sub(lastRSS) >= time.Second {
 			lastRSS = now
-			res.rssSeen = append(res.rssSeen, rssPoint{now.Sub(start), m.committed, maxStatus(cs, "VmRSS:")})
+			res.rssSeen = append(res.rssSeen, rssPoint{now.Sub(e.start), m.committed, maxStatus(cs, "VmRSS:")})
 		}
-		if m.committed >= float64(b.o.n) {
+		if m.committed >= float64(want) {
 			if doneAt.IsZero() {
 				doneAt = now
-				res.drain = now.Sub(start)
+				res.drain = now.Sub(e.start)
+			}
+			if smp == nil {
+				return series, nil
 			}
 			select {
 			case <-smp.done:
