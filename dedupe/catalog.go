@@ -42,6 +42,13 @@ const (
 	buckets = 256
 )
 
+// cell is one unconditional write of a catalog row: the claim of row by
+// winner, or, with winner "", the record of row; at is its time.
+type cell struct {
+	row, winner string
+	at          bigtable.Timestamp
+}
+
 // rowState is what a catalog row says within the window.
 type rowState struct {
 	recorded  bool     // a record: the key is committed
@@ -170,11 +177,10 @@ type store interface {
 	// read returns, for each row, its records and claims at or after
 	// since.
 	read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error)
-	// write records each row at its commit time; nil, or one error per row.
-	write(ctx context.Context, rows []string, at []bigtable.Timestamp) ([]error, error)
-	// claim writes, unconditionally, the claim of each row by its winner
-	// at its time; nil, or one error per row. Only a process alone may.
-	claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error)
+	// put writes each cell, unconditionally: a claim of its row by its
+	// winner (only a process alone may), or the record of its row at its
+	// commit time; nil, or one error per cell.
+	put(ctx context.Context, cells []cell) ([]error, error)
 	// claimIf claims row for winner at at, in one conditional mutation,
 	// unless the row holds anything at or after since but claims by
 	// winner; it reports whether that condition held (then it wrote
@@ -236,16 +242,6 @@ func (s btStore) read(ctx context.Context, rows []string, since bigtable.Timesta
 	return out, nil
 }
 
-func (s btStore) claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
-	muts := make([]*bigtable.Mutation, len(rows))
-	for i := range rows {
-		m := bigtable.NewMutation()
-		m.Set(state.FamilyDedupe, claimPrefix+winners[i], at[i], nil)
-		muts[i] = m
-	}
-	return s.table.ApplyBulk(ctx, rows, muts)
-}
-
 // othersFilter keeps the cells of a row at or after since except winner's
 // claims: the condition under which winner may not claim the row.
 func othersFilter(winner string, since bigtable.Timestamp) bigtable.Filter {
@@ -275,21 +271,30 @@ func (s btStore) unclaim(ctx context.Context, row, winner string) error {
 	return s.table.Apply(ctx, row, m)
 }
 
-func (s btStore) write(ctx context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {
-	muts := make([]*bigtable.Mutation, len(rows))
-	var m *bigtable.Mutation
-	for i := range rows {
+func (s btStore) put(ctx context.Context, cells []cell) ([]error, error) {
+	rows := make([]string, len(cells))
+	muts := make([]*bigtable.Mutation, len(cells))
+	var rec *bigtable.Mutation // the last record's mutation, at recAt
+	var recAt bigtable.Timestamp
+	for i, c := range cells {
+		rows[i] = c.row
+		if c.winner != "" {
+			m := bigtable.NewMutation()
+			m.Set(state.FamilyDedupe, claimPrefix+c.winner, c.at, nil)
+			muts[i] = m
+			continue
+		}
 		// Records committed in the same millisecond (most of a batch: the
 		// commits of one sink batch arrive together) share one mutation:
 		// ApplyBulk only reads it, so the requests are the same as with
 		// one mutation each, for a fraction of the allocations.
-		if m == nil || at[i] != at[i-1] {
-			m = bigtable.NewMutation()
+		if rec == nil || c.at != recAt {
+			rec, recAt = bigtable.NewMutation(), c.at
 			// An explicit timestamp makes the write idempotent: the client
 			// retries it, and a retry sets the same cell.
-			m.Set(state.FamilyDedupe, column, at[i], nil)
+			rec.Set(state.FamilyDedupe, column, c.at, nil)
 		}
-		muts[i] = m
+		muts[i] = rec
 	}
 	return s.table.ApplyBulk(ctx, rows, muts)
 }

@@ -18,7 +18,11 @@ func TestCatalogWriteRecordsEachRowAtItsOwnTime(t *testing.T) {
 	t2 := t1 + 1000
 	rows := []string{"dedupe#p#00#a", "dedupe#p#00#b", "dedupe#p#00#c", "dedupe#p#00#d", "dedupe#p#00#e"}
 	at := []bigtable.Timestamp{t1, t1, t2, t1, t2}
-	if errs, err := s.write(ctx, rows, at); err != nil || errs != nil {
+	cells := make([]cell, len(rows))
+	for i := range rows {
+		cells[i] = cell{row: rows[i], at: at[i]}
+	}
+	if errs, err := s.put(ctx, cells); err != nil || errs != nil {
 		t.Fatal(err, errs)
 	}
 	for i, row := range rows {

@@ -486,8 +486,8 @@ func TestClaimOfANewKeyAllocatesOnlyItsCatalogWrites(t *testing.T) {
 	winner, row := "m", d.cat.row(idOf(keys[0]), hashOf(keys[0]))
 	at := bigtable.Time(time.Now()).TruncateToMilliseconds()
 	writes := testing.AllocsPerRun(runs, func() {
-		d.claims.Add(ctx, claimWrite{row: row, winner: winner, at: at}, len(row))
-		d.writes.Add(ctx, record{id: idOf(keys[0]), h: hashOf(keys[0]), at: at}, len(row))
+		d.writes.Add(ctx, cell{row: row, winner: winner, at: at}, len(row))
+		d.writes.Add(ctx, cell{row: row, at: at}, len(row))
 	})
 	i := 0
 	claims := testing.AllocsPerRun(runs, func() {

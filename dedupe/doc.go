@@ -48,8 +48,10 @@
 // row of the message its claim names: the same bytes as that message's
 // redelivery. A crash between the row and the record leaves the claim, and
 // the rival that arrives first waits for the winner's redelivery instead
-// of writing its own payload. What this costs: one batched claim write per
-// new key alone, one conditional mutation per key shared.
+// of writing its own payload. What this costs: one claim cell per new key
+// alone, batched with the records (one ApplyBulk carries the claims of new
+// keys and the records of committed ones), one conditional mutation per key
+// shared.
 //
 // # How a key is checked
 //
@@ -59,8 +61,9 @@
 // batched point read of the catalog (ReadRows with a RowList, one batch
 // per 2 ms, at most 4 at once); only a record whose cell timestamp is
 // within the window makes the key a duplicate. Commit writes the record
-// (batched ApplyBulk: a batch goes as soon as one of 4 call slots is free
-// and grows while they are all busy; the commit time in milliseconds is the
+// (batched ApplyBulk, in the same batches as the claims: a batch gathers
+// for a millisecond, then goes as soon as one of 4 call slots is free and
+// grows while they are all busy; the commit time in milliseconds is the
 // explicit cell timestamp, so the client's retries are idempotent), then
 // adds the key to the filter of the current slice, then ends the hold.
 // Every record within the window thus has its key in a live filter (put

@@ -73,10 +73,6 @@ type countingStore struct {
 	readErr, writeErr                             atomic.Pointer[error]
 }
 
-func (s *countingStore) claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
-	s.claimRows.Add(int64(len(rows)))
-	return s.store.claim(ctx, rows, winners, at)
-}
 
 func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error) {
 	s.reads.Add(1)
@@ -87,13 +83,21 @@ func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.
 	return s.store.read(ctx, rows, since)
 }
 
-func (s *countingStore) write(ctx context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {
+// put counts its claims in claimRows and its records in writeRows, and
+// each call in writes.
+func (s *countingStore) put(ctx context.Context, cells []cell) ([]error, error) {
 	s.writes.Add(1)
-	s.writeRows.Add(int64(len(rows)))
+	for _, c := range cells {
+		if c.winner != "" {
+			s.claimRows.Add(1)
+		} else {
+			s.writeRows.Add(1)
+		}
+	}
 	if err := s.writeErr.Load(); err != nil {
 		return nil, *err
 	}
-	return s.store.write(ctx, rows, at)
+	return s.store.put(ctx, cells)
 }
 
 func (s *countingStore) failReads(err error) {
@@ -146,11 +150,15 @@ func (s *memStore) read(_ context.Context, rows []string, since bigtable.Timesta
 	return out, nil
 }
 
-func (s *memStore) write(_ context.Context, rows []string, at []bigtable.Timestamp) ([]error, error) {
+func (s *memStore) put(_ context.Context, cells []cell) ([]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, r := range rows {
-		s.rows[r] = max(s.rows[r], at[i])
+	for _, c := range cells {
+		if c.winner != "" {
+			s.setClaimLocked(c.row, c.winner, c.at)
+		} else {
+			s.rows[c.row] = max(s.rows[c.row], c.at)
+		}
 	}
 	return nil, nil
 }
@@ -160,15 +168,6 @@ func (s *memStore) setClaimLocked(row, winner string, at bigtable.Timestamp) {
 		s.claims[row] = map[string]bigtable.Timestamp{}
 	}
 	s.claims[row][winner] = max(s.claims[row][winner], at)
-}
-
-func (s *memStore) claim(_ context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, r := range rows {
-		s.setClaimLocked(r, winners[i], at[i])
-	}
-	return nil, nil
 }
 
 func (s *memStore) claimIf(_ context.Context, row, winner string, at, since bigtable.Timestamp) (bool, error) {
@@ -207,16 +206,11 @@ type nopStore struct{}
 func (nopStore) read(_ context.Context, rows []string, _ bigtable.Timestamp) ([]rowState, error) {
 	return make([]rowState, len(rows)), nil
 }
-func (nopStore) claim(context.Context, []string, []string, []bigtable.Timestamp) ([]error, error) {
-	return nil, nil
-}
+func (nopStore) put(context.Context, []cell) ([]error, error) { return nil, nil }
 func (nopStore) claimIf(context.Context, string, string, bigtable.Timestamp, bigtable.Timestamp) (bool, error) {
 	return false, nil
 }
 func (nopStore) unclaim(context.Context, string, string) error { return nil }
-func (nopStore) write(context.Context, []string, []bigtable.Timestamp) ([]error, error) {
-	return nil, nil
-}
 func (nopStore) scan(context.Context, bigtable.RowRange, bigtable.Timestamp, func(string, bigtable.Timestamp) bool) error {
 	return nil
 }

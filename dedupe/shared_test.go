@@ -211,9 +211,9 @@ type rivalFirst struct {
 	before func()
 }
 
-func (s rivalFirst) claim(ctx context.Context, rows, winners []string, at []bigtable.Timestamp) ([]error, error) {
+func (s rivalFirst) put(ctx context.Context, cells []cell) ([]error, error) {
 	s.before()
-	return s.store.claim(ctx, rows, winners, at)
+	return s.store.put(ctx, cells)
 }
 
 // TestAFastPathClaimConfirmedTooLateIsNotTrusted: a process alone writes
