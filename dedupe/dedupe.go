@@ -141,7 +141,7 @@ type Keys struct {
 	// one ApplyBulk holds the claims of new keys and the records of
 	// committed ones, half the calls of a batcher each.
 	writes *batch.Batcher[cell]
-	holds     sync.Pool // of *hold
+	holds  sync.Pool // of *hold
 
 	// unclaims are the releases of claim cells under way, which Close
 	// waits for.

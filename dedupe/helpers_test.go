@@ -73,7 +73,6 @@ type countingStore struct {
 	readErr, writeErr                             atomic.Pointer[error]
 }
 
-
 func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error) {
 	s.reads.Add(1)
 	s.readRows.Add(int64(len(rows)))
