@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/retry"
@@ -108,7 +109,7 @@ type App struct {
 // logged; any other failure returns an error naming what is missing. When
 // ctx ends first it returns ctx's error.
 func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options) (_ *App, err error) {
-	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}, id: members.NewID()}
+	a := &App{cfg: cfg, log: log, opts: opts, metrics: metrics.New(), bigtables: map[bigtableKey]*bigtable.Client{}, id: members.NewID() + dedupe.MemberTag}
 	a.metrics.WatchReady(a.Ready)
 	// The status page lists each pipeline's last warnings and errors: a
 	// tee of the log keeps them.

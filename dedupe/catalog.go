@@ -3,10 +3,12 @@ package dedupe
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/bigtable"
 
@@ -43,10 +45,15 @@ const (
 )
 
 // cell is one unconditional write of a catalog row: the claim of row by
-// winner, or, with winner "", the record of row; at is its time.
+// winner, or, with winner "", the record of row; at is its time and h the
+// key's hashes, for the journal. A cell with journal set is a journal row
+// (journal.go); one with no row only puts its key in its batch's journal
+// row (a conditional claim, made apart).
 type cell struct {
 	row, winner string
 	at          bigtable.Timestamp
+	h           hashes
+	journal     []byte
 }
 
 // rowState is what a catalog row says within the window.
@@ -145,7 +152,7 @@ func (c catalog) row(id catalogID, h hashes) string {
 // parse returns the catalog id of a row key of this pipeline.
 func (c catalog) parse(row string) (string, bool) {
 	rest, ok := strings.CutPrefix(row, c.prefix)
-	if !ok || len(rest) < 3 || (rest[2] != '#' && rest[2] != '=') {
+	if !ok || len(rest) < 3 || (rest[2] != '#' && rest[2] != '=') || isJournalRow(rest) {
 		return "", false
 	}
 	return rest[3:], true
@@ -192,6 +199,13 @@ type store interface {
 	// with its latest commit time, in row order. It stops early if fn
 	// returns false.
 	scan(ctx context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(row string, at bigtable.Timestamp) bool) error
+	// journal calls fn with every journal cell of rng at or after since.
+	journal(ctx context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(at bigtable.Timestamp, v []byte) bool) error
+	// readSince returns the journal marker's value in row: the largest of
+	// its versions; false if it has none.
+	readSince(ctx context.Context, row string) (time.Time, bool, error)
+	// writeSince writes a version of the journal marker, at at.
+	writeSince(ctx context.Context, row string, since time.Time, at bigtable.Timestamp) error
 	// check returns an error if the table cannot be read.
 	check(ctx context.Context) error
 }
@@ -278,6 +292,12 @@ func (s btStore) put(ctx context.Context, cells []cell) ([]error, error) {
 	var recAt bigtable.Timestamp
 	for i, c := range cells {
 		rows[i] = c.row
+		if c.journal != nil {
+			m := bigtable.NewMutation()
+			m.Set(state.FamilyDedupe, journalColumn, c.at, c.journal)
+			muts[i] = m
+			continue
+		}
 		if c.winner != "" {
 			m := bigtable.NewMutation()
 			m.Set(state.FamilyDedupe, claimPrefix+c.winner, c.at, nil)
@@ -306,6 +326,39 @@ func (s btStore) scan(ctx context.Context, rng bigtable.RowRange, since bigtable
 		}
 		return true
 	}, recordFilter(since))
+}
+
+func (s btStore) journal(ctx context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(bigtable.Timestamp, []byte) bool) error {
+	col := state.FamilyDedupe + ":" + journalColumn
+	return s.table.ReadRows(ctx, rng, func(r bigtable.Row) bool {
+		for _, it := range r[state.FamilyDedupe] {
+			if it.Column == col && it.Timestamp >= since && !fn(it.Timestamp, it.Value) {
+				return false
+			}
+		}
+		return true
+	}, recordFilter(since))
+}
+
+func (s btStore) readSince(ctx context.Context, row string) (time.Time, bool, error) {
+	r, err := s.table.ReadRow(ctx, row, bigtable.RowFilter(bigtable.ColumnFilter(sinceColumn)))
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	var ms int64
+	found := false
+	for _, it := range r[state.FamilyDedupe] {
+		if len(it.Value) == 8 {
+			ms, found = max(ms, int64(binary.BigEndian.Uint64(it.Value))), true
+		}
+	}
+	return time.UnixMilli(ms), found, nil
+}
+
+func (s btStore) writeSince(ctx context.Context, row string, since time.Time, at bigtable.Timestamp) error {
+	m := bigtable.NewMutation()
+	m.Set(state.FamilyDedupe, sinceColumn, at, binary.BigEndian.AppendUint64(nil, uint64(since.UnixMilli())))
+	return s.table.Apply(ctx, row, m)
 }
 
 func (s btStore) check(ctx context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,10 @@ type Config struct {
 	Members Membership
 	// Metrics receives the lookups and filter gauges; nil: a private set.
 	Metrics *metrics.Pipeline
+	// NoJournal turns the journal off (journal.go): no journal rows, and
+	// every rebuild scans the catalog. For tests and benchmarks that
+	// compare the two.
+	NoJournal bool
 	// Now is the processing-time clock; nil: time.Now. Tests set a fake.
 	// It must be the clock Members runs on: a fast-path claim is trusted
 	// only if it was confirmed before View.FastUntil by this clock.
@@ -115,6 +120,9 @@ type Membership interface {
 	View() members.View
 	// Joined blocks until this process is joined, or ctx ends.
 	Joined(ctx context.Context) error
+	// Peers returns the IDs of the other live members: those without
+	// MemberTag run an earlier version, which does not journal.
+	Peers() []string
 }
 
 // alone is the Membership of a process that is alone for ever.
@@ -124,6 +132,7 @@ func (alone) View() members.View {
 	return members.View{Joined: true, Alone: true, FastUntil: time.Now().Add(time.Hour)}
 }
 func (alone) Joined(context.Context) error { return nil }
+func (alone) Peers() []string              { return nil }
 
 // Keys claims and commits the dedupe keys of one pipeline: a ring of Bloom
 // filters in front of the durable catalog. Its methods are safe for
@@ -136,6 +145,7 @@ type Keys struct {
 	ringStats atomic.Pointer[ringStats]
 	store     store
 	cat       catalog
+	jrn       *journal
 	reads     *batch.Batcher[lookup]
 	// writes carries the unconditional cells, claims and records alike:
 	// one ApplyBulk holds the claims of new keys and the records of
@@ -157,9 +167,13 @@ type Keys struct {
 	rebuiltEpoch uint64
 	rebuilding   bool
 	rebuild      rebuildStats
-	conflicts    int64 // claims that waited for another delivery's claim
-	conditional  int64 // conditional claims made
-	upgrades     int64 // fast-path claims confirmed too late, made conditional
+	// waitRebuild, while a rebuild from the journal runs, makes the Claims
+	// that would use the filters wait for it (a few seconds) instead of
+	// reading the catalog for every key; nil otherwise.
+	waitRebuild *gate
+	conflicts   int64 // claims that waited for another delivery's claim
+	conditional int64 // conditional claims made
+	upgrades    int64 // fast-path claims confirmed too late, made conditional
 }
 
 // lookup is one batched catalog read; out receives the row's state.
@@ -186,6 +200,7 @@ func newKeys(s store, log *zap.Logger, cfg Config) *Keys {
 		now:   cfg.Now,
 		store: s,
 		cat:   newCatalog(cfg.Pipeline),
+		jrn:   newJournal(newCatalog(cfg.Pipeline).prefix),
 		ring:  newRing(width, cfg.Slices, cfg.FalsePositiveRate, max(expected, minExpectedKeys)),
 		held:  make(map[string]*hold),
 	}
@@ -255,6 +270,15 @@ func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, erro
 			}
 			continue
 		}
+		if g := d.waitRebuild; g != nil && v.Alone && g.waiting() {
+			d.mu.Unlock()
+			select {
+			case <-g.done:
+			case <-ctx.Done():
+				return Claim{}, false, ctx.Err()
+			}
+			continue
+		}
 		d.ring.advance(now.UnixNano())
 		fast := v.Alone && d.rebuilt && d.rebuiltEpoch == v.AloneEpoch && !d.ring.test(h)
 		d.tokens++
@@ -266,7 +290,7 @@ func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, erro
 		row := hd.row
 		d.mu.Unlock()
 
-		out, err := d.decide(ctx, row, winner, v, fast)
+		out, err := d.decide(ctx, row, h, winner, v, fast)
 		switch {
 		case err != nil:
 			d.end(key, token, false)
@@ -310,9 +334,9 @@ const (
 // mine (the claim is winner's), seen (a duplicate), or taken (wait). v is
 // the membership view the hold was taken under; fast says the filters
 // answered "new" in it.
-func (d *Keys) decide(ctx context.Context, row, winner string, v members.View, fast bool) (outcome, error) {
+func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, v members.View, fast bool) (outcome, error) {
 	if !v.Alone {
-		return d.claimShared(ctx, row, winner)
+		return d.claimShared(ctx, row, h, winner)
 	}
 	if !fast {
 		d.cfg.Metrics.Lookups.Inc()
@@ -325,7 +349,7 @@ func (d *Keys) decide(ctx context.Context, row, winner string, v members.View, f
 		}
 	}
 	at := bigtable.Time(d.now()).TruncateToMilliseconds()
-	if err := d.writes.Add(ctx, cell{row: row, winner: winner, at: at}, len(row)+len(winner)); err != nil {
+	if err := d.writes.Add(ctx, cell{row: row, winner: winner, at: at, h: h}, len(row)+len(winner)); err != nil {
 		return free, fmt.Errorf("write claim: %w", err)
 	}
 	// The unconditional claim is trusted only if the fast path was still
@@ -339,12 +363,28 @@ func (d *Keys) decide(ctx context.Context, row, winner string, v members.View, f
 	d.mu.Lock()
 	d.upgrades++
 	d.mu.Unlock()
-	return d.claimShared(ctx, row, winner)
+	return d.claimShared(ctx, row, h, winner)
 }
 
 // claimShared claims row for winner with one conditional mutation and,
 // when the row holds something else, reads it to say what.
-func (d *Keys) claimShared(ctx context.Context, row, winner string) (outcome, error) {
+func (d *Keys) claimShared(ctx context.Context, row string, h hashes, winner string) (outcome, error) {
+	out, err := d.claimIf(ctx, row, winner)
+	if out != mine || err != nil || d.cfg.NoJournal {
+		return out, err
+	}
+	// The journal must know the key before its row is written, as it
+	// knows the keys of the batched claims: should this process stop
+	// between the row and the record, a successor rebuilt from the journal
+	// must ask the catalog about the key, and find the claim.
+	if err := d.writes.Add(ctx, cell{at: bigtable.Time(d.now()).TruncateToMilliseconds(), h: h}, journalHashBytes); err != nil {
+		return free, fmt.Errorf("journal: %w", err)
+	}
+	return mine, nil
+}
+
+// claimIf claims row for winner with one conditional mutation.
+func (d *Keys) claimIf(ctx context.Context, row, winner string) (outcome, error) {
 	now := d.now()
 	at := bigtable.Time(now).TruncateToMilliseconds()
 	since := bigtable.Time(now.Add(-d.cfg.Window)).TruncateToMilliseconds()
@@ -475,7 +515,7 @@ func (d *Keys) Commit(ctx context.Context, key string, token uint64) error {
 
 	now := d.now()
 	at := bigtable.Time(now).TruncateToMilliseconds()
-	err := d.writes.Add(ctx, cell{row: row, at: at}, len(row))
+	err := d.writes.Add(ctx, cell{row: row, at: at, h: h}, len(row))
 	// The filters learn the key even when the write failed: it may have
 	// landed (a failed write is ambiguous), and the next Claim of it must
 	// then ask the catalog rather than answer new.
@@ -519,16 +559,43 @@ func (d *Keys) flushReads(ctx context.Context, ls []lookup) []error {
 	return errs
 }
 
-// flushWrites writes one batch of claims and records.
+// flushWrites writes one batch of claims and records, and its journal row
+// (journal.go). A cell's write succeeds only if its journal row did too:
+// the journal must never miss a key whose claim or record is durable.
 func (d *Keys) flushWrites(ctx context.Context, cells []cell) []error {
-	errs, err := d.store.put(ctx, cells)
-	if err != nil {
-		errs = make([]error, len(cells))
-		for i := range errs {
-			errs[i] = err
+	out := make([]cell, 0, len(cells)+1)
+	for _, c := range cells {
+		if c.row != "" { // not a key for the journal row alone
+			out = append(out, c)
 		}
 	}
-	return errs
+	if !d.cfg.NoJournal {
+		out = append(out, d.jrn.entry(cells))
+	}
+	errs, err := d.store.put(ctx, out)
+	if err == nil && errs == nil {
+		return nil
+	}
+	res := make([]error, len(cells))
+	var jerr error
+	if err == nil && !d.cfg.NoJournal && errs[len(out)-1] != nil {
+		jerr = fmt.Errorf("journal: %w", errs[len(out)-1])
+	}
+	k := 0 // index in out of the next cell with a row
+	for i, c := range cells {
+		switch {
+		case err != nil:
+			res[i] = err
+		case c.row != "" && errs[k] != nil:
+			res[i] = errs[k]
+		default:
+			res[i] = jerr
+		}
+		if c.row != "" {
+			k++
+		}
+	}
+	return res
 }
 
 // Run rebuilds the filters from the catalog, then rotates them and
@@ -537,19 +604,27 @@ func (d *Keys) flushWrites(ctx context.Context, cells []cell) []error {
 // scan is retried (with backoff, from where it stopped) until ctx ends.
 // Call Run once.
 func (d *Keys) Run(ctx context.Context) error {
+	d.mark(ctx)
 	d.rebuildFilters(ctx)
 	d.refresh()
 	t := time.NewTicker(statsInterval)
 	defer t.Stop()
 	epoch := time.NewTicker(epochCheck)
 	defer epoch.Stop()
+	marker := time.NewTicker(sinceRefresh)
+	defer marker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 			d.refresh()
+		case <-marker.C:
+			d.mark(ctx)
 		case <-epoch.C:
+			if d.olderPeer() {
+				d.mark(ctx)
+			}
 			// Alone again after others ran: their commits are not in the
 			// filters, which must be rebuilt before they answer "new".
 			v := d.cfg.Members.View()
@@ -562,6 +637,26 @@ func (d *Keys) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// mark writes the journal marker (markJournal), logging a failure: the
+// next refresh tries again, and until then the marker may only be older
+// than it should, which costs a scan at a restart, never a missed key.
+func (d *Keys) mark(ctx context.Context) {
+	if err := d.markJournal(ctx); err != nil && ctx.Err() == nil {
+		d.log.Warn("the journal marker could not be written", zap.Error(err))
+	}
+}
+
+// olderPeer reports whether a live peer runs a version without the
+// journal.
+func (d *Keys) olderPeer() bool {
+	for _, p := range d.cfg.Members.Peers() {
+		if !strings.HasSuffix(p, MemberTag) {
+			return true
+		}
+	}
+	return false
 }
 
 // epochCheck is how often Run looks whether the filters must be rebuilt
@@ -603,9 +698,13 @@ type Stats struct {
 	// Rebuilt is false until the filters hold the catalog's keys; until
 	// then every lookup reads the catalog.
 	Rebuilt bool `json:"rebuilt"`
-	// RebuildSeconds and RebuildKeys describe the start-up rebuild.
+	// RebuildSeconds and RebuildKeys describe the start-up rebuild, and
+	// RebuildFrom what it read: "journal", or "catalog" (a full scan).
+	// From the journal, RebuildKeys counts its entries: a key's claim and
+	// its record are two.
 	RebuildSeconds float64 `json:"rebuild_seconds,omitempty"`
 	RebuildKeys    int64   `json:"rebuild_keys,omitempty"`
+	RebuildFrom    string  `json:"rebuild_from,omitempty"`
 	WindowSeconds  float64 `json:"window_seconds"`
 	// Slices and Filters are the live filter slices and their filters
 	// (more than one per slice when a slice took more keys than sized for).
@@ -648,6 +747,7 @@ func (d *Keys) Stats() Stats {
 		Rebuilt:                    d.rebuilt,
 		RebuildSeconds:             d.rebuild.took.Seconds(),
 		RebuildKeys:                d.rebuild.keys,
+		RebuildFrom:                d.rebuild.from,
 		WindowSeconds:              d.cfg.Window.Seconds(),
 		Slices:                     st.slices,
 		Filters:                    st.filters,

@@ -351,7 +351,9 @@ func TestLongKeysAreDigested(t *testing.T) {
 	d.unclaims.Wait()
 	var rows []string
 	client.Open(testTable).ReadRows(context.Background(), bigtable.PrefixRange("dedupe#orders#"), func(r bigtable.Row) bool {
-		rows = append(rows, r.Key())
+		if !strings.HasPrefix(r.Key(), "dedupe#orders#~") { // the journal's
+			rows = append(rows, r.Key())
+		}
 		return true
 	})
 	if len(rows) != 1 || len(rows[0]) > 100 || rows[0][len("dedupe#orders#")+2] != '=' {

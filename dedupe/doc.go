@@ -105,6 +105,10 @@
 //	dedupe#PIPELINE#HH#KEY      (a key over 1 KiB: dedupe#PIPELINE#HH=SHA256HEX)
 //	k:w/MESSAGE_ID = "" @ claim time (ms)    the winning delivery
 //	k:c = "" @ commit time (ms)               the winner's row is durable
+//	dedupe#PIPELINE#~j#SS#NONCE#SEQ          a batch's journal row (Restart)
+//	k:j = 8-byte hashes @ the batch's latest time
+//	dedupe#PIPELINE#~journal                 the journal's marker
+//	k:since = 8-byte Unix ms @ write time    one version per refresh; the largest counts
 //
 // HH is the top byte of the key's hash in hex: 256 buckets. Keys are often
 // sequential (Pub/Sub message IDs increase; order IDs usually do), so rows
@@ -132,16 +136,39 @@
 // # Restart
 //
 // New starts with empty filters that are not trusted: every Claim reads the
-// catalog. Run rebuilds the filters by scanning the pipeline's rows
-// claimed or committed within the window (a server-side timestamp-range
-// filter), then trusts them, for the membership's alone epoch in which the
-// scan began: a process that has seen others since, and is alone again,
-// rebuilds before it trusts them again. Start-up does not wait for it: messages flow meanwhile at
-// the cost of a catalog read each. A snapshot of the filters in the state
-// table would save transferring the rows, not scanning them (Bigtable has
-// no time index: the tail after a snapshot is found by the same scan with a
-// narrower filter), so there is none; the benchmarks give the rebuild time
-// of 1M keys.
+// catalog. Run rebuilds the filters, then trusts them for the membership's
+// alone epoch in which the rebuild began: a process that has seen others
+// since, and is alone again, rebuilds before it trusts them again.
+//
+// The rebuild reads the journal (journal.go): every batch of catalog
+// writes carries one more row, dedupe#PIPELINE#~j#..., whose one cell
+// lists the 64-bit hashes of the keys the batch claims or records, at the
+// batch's latest cell time; a conditional claim, made apart from the
+// batches, puts its key in the next batch's journal row before Claim
+// returns. A claim or record counts as durable only if its journal row
+// was written too, so the journal rows of the window hold every key that a
+// claim or record of the window names. Reading them is a few thousand rows
+// per million keys: 0.22 s for 1M keys on cbtemulator against 10.9 s for a
+// scan of the catalog (BenchmarkRebuild). Claims that would use the filters
+// wait for it (up to 10 s) instead of reading the catalog.
+//
+// The journal is trusted only when it covers the window: the marker row
+// dedupe#PIPELINE#~journal says since when every process writing the
+// catalog has journaled (written at the first start, carried forward every
+// minute), and it must be a window old. A process of an earlier version
+// writes catalog cells the journal misses: processes that journal end their
+// member ID with MemberTag, and while a peer without it is live the marker
+// moves to a minute past now, so the journal is trusted again only a
+// window after the last such peer was seen. Otherwise, or when the marker
+// is missing (the first window after an upgrade, or after every process
+// was down for longer than the catalog's max age), the rebuild scans the
+// pipeline's catalog rows claimed or committed within the window (a
+// server-side timestamp-range filter) as before, in 8 bucket ranges, and
+// Claims read the catalog meanwhile. What the marker cannot see: a process
+// of an earlier version that ran and stopped while no journaling process
+// was live, within a window before a journaling one starts (a downgrade,
+// and an upgrade again within dedupe.window): delete the marker row
+// before such an upgrade.
 //
 // # Guarantees
 //

@@ -70,6 +70,7 @@ func delivery() string { return fmt.Sprintf("m%d", deliveries.Add(1)) }
 type countingStore struct {
 	store
 	readRows, writeRows, reads, writes, claimRows atomic.Int64
+	journalRows                                   atomic.Int64
 	readErr, writeErr                             atomic.Pointer[error]
 }
 
@@ -82,14 +83,17 @@ func (s *countingStore) read(ctx context.Context, rows []string, since bigtable.
 	return s.store.read(ctx, rows, since)
 }
 
-// put counts its claims in claimRows and its records in writeRows, and
-// each call in writes.
+// put counts its claims in claimRows, its records in writeRows, its
+// journal rows in journalRows, and each call in writes.
 func (s *countingStore) put(ctx context.Context, cells []cell) ([]error, error) {
 	s.writes.Add(1)
 	for _, c := range cells {
-		if c.winner != "" {
+		switch {
+		case c.journal != nil:
+			s.journalRows.Add(1)
+		case c.winner != "":
 			s.claimRows.Add(1)
-		} else {
+		default:
 			s.writeRows.Add(1)
 		}
 	}
@@ -121,10 +125,13 @@ type memStore struct {
 	mu     sync.Mutex
 	rows   map[string]bigtable.Timestamp            // row → latest record
 	claims map[string]map[string]bigtable.Timestamp // row → winner → latest claim
+	// jrows holds the journal rows, marks the marker's versions.
+	jrows map[string]cell
+	marks []time.Time
 }
 
 func newMemStore() *memStore {
-	return &memStore{rows: map[string]bigtable.Timestamp{}, claims: map[string]map[string]bigtable.Timestamp{}}
+	return &memStore{rows: map[string]bigtable.Timestamp{}, claims: map[string]map[string]bigtable.Timestamp{}, jrows: map[string]cell{}}
 }
 
 func (s *memStore) stateLocked(row string, since bigtable.Timestamp) rowState {
@@ -153,9 +160,12 @@ func (s *memStore) put(_ context.Context, cells []cell) ([]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range cells {
-		if c.winner != "" {
+		switch {
+		case c.journal != nil:
+			s.jrows[c.row] = c
+		case c.winner != "":
 			s.setClaimLocked(c.row, c.winner, c.at)
-		} else {
+		default:
 			s.rows[c.row] = max(s.rows[c.row], c.at)
 		}
 	}
@@ -197,6 +207,33 @@ func (s *memStore) scan(_ context.Context, rng bigtable.RowRange, since bigtable
 	return nil
 }
 
+func (s *memStore) journal(_ context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(bigtable.Timestamp, []byte) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range slices.Sorted(maps.Keys(s.jrows)) {
+		if c := s.jrows[r]; rng.Contains(r) && c.at >= since && !fn(c.at, c.journal) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (s *memStore) readSince(context.Context, string) (time.Time, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.marks) == 0 {
+		return time.Time{}, false, nil
+	}
+	return slices.MaxFunc(s.marks, time.Time.Compare), true, nil
+}
+
+func (s *memStore) writeSince(_ context.Context, _ string, since time.Time, _ bigtable.Timestamp) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marks = append(s.marks, since.Truncate(time.Millisecond))
+	return nil
+}
+
 func (s *memStore) check(context.Context) error { return nil }
 
 // nopStore answers "not recorded" and records nothing.
@@ -213,7 +250,14 @@ func (nopStore) unclaim(context.Context, string, string) error { return nil }
 func (nopStore) scan(context.Context, bigtable.RowRange, bigtable.Timestamp, func(string, bigtable.Timestamp) bool) error {
 	return nil
 }
-func (nopStore) check(context.Context) error { return nil }
+func (nopStore) journal(context.Context, bigtable.RowRange, bigtable.Timestamp, func(bigtable.Timestamp, []byte) bool) error {
+	return nil
+}
+func (nopStore) readSince(context.Context, string) (time.Time, bool, error) {
+	return time.Time{}, false, nil
+}
+func (nopStore) writeSince(context.Context, string, time.Time, bigtable.Timestamp) error { return nil }
+func (nopStore) check(context.Context) error                                             { return nil }
 
 // newTest returns Keys on s with a fake clock, closed at the end of the
 // test. Its filters are trusted from the start unless rebuild is false.

@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,14 +26,40 @@ const rebuildChunk = 512
 type rebuildStats struct {
 	took time.Duration
 	keys int64
+	from string // "journal" or "catalog"
+}
+
+// journalWait bounds how long Claims wait for a rebuild from the journal
+// before they read the catalog instead: 1M keys take about a second.
+const journalWait = 10 * time.Second
+
+// gate is closed once, when what it waits for is done.
+type gate struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func newGate() *gate  { return &gate{done: make(chan struct{})} }
+func (g *gate) open() { g.once.Do(func() { close(g.done) }) }
+
+// waiting reports whether the gate is still closed.
+func (g *gate) waiting() bool {
+	select {
+	case <-g.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // rebuildFilters adds to the filters every key of the pipeline's catalog
-// committed within the window, scanning rebuildScans bucket ranges in
-// parallel, and then lets Claims trust the filters. A range whose scan
-// fails is scanned again from its last row, with backoff, until ctx ends;
-// then the filters stay untrusted and every Claim keeps reading the
-// catalog.
+// claimed or committed within the window, and then lets Claims trust the
+// filters. When the journal is trusted (journalTrusted) it reads the
+// journal rows of the window, and Claims that would use the filters wait
+// for it (up to journalWait); otherwise it scans rebuildScans bucket ranges
+// of the catalog in parallel, and Claims meanwhile read the catalog. A
+// failed read is retried, with backoff, until ctx ends; then the filters
+// stay untrusted and every Claim keeps reading the catalog.
 //
 // Keys committed by this process during the rebuild go into the filters
 // through Commit as usual, so the filters miss nothing once it ends. Keys
@@ -45,29 +72,67 @@ func (d *Keys) rebuildFilters(ctx context.Context) {
 	d.rebuilt, d.rebuilding = false, true
 	d.rebuiltEpoch = d.cfg.Members.View().AloneEpoch
 	d.mu.Unlock()
+	var g *gate
 	defer func() {
 		d.mu.Lock()
 		d.rebuilding = false
+		d.waitRebuild = nil
 		d.mu.Unlock()
+		if g != nil {
+			g.open()
+		}
 	}()
 	start := time.Now()
 	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
-	var keys atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for _, rng := range d.cat.ranges(rebuildScans) {
-		g.Go(func() error { return d.scanRange(gctx, rng, since, &keys) })
+	var trusted bool
+	why := ""
+	err := retry.Default.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() (err error) {
+		trusted, why, err = d.journalTrusted(ctx)
+		return err
+	}, nil)
+	if err != nil {
+		d.log.Warn("filter rebuild stopped; every lookup keeps reading the catalog", zap.Error(err))
+		return
 	}
-	if err := g.Wait(); err != nil {
+	var keys int64
+	from := "journal"
+	if trusted {
+		g = newGate()
+		d.mu.Lock()
+		d.waitRebuild = g
+		d.mu.Unlock()
+		t := time.AfterFunc(journalWait, g.open)
+		defer t.Stop()
+		err = retry.Default.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() (err error) {
+			keys, err = d.rebuildFromJournal(ctx, since)
+			return err
+		}, func(n int, err error) {
+			if n == 1 || n%10 == 0 {
+				d.log.Warn("journal read failed; retrying", zap.Int("attempt", n), zap.Error(err))
+			}
+		})
+	} else {
+		from = "catalog"
+		d.log.Info("rebuilding the dedupe filters from a scan of the catalog", zap.String("why", why))
+		var n atomic.Int64
+		eg, gctx := errgroup.WithContext(ctx)
+		for _, rng := range d.cat.ranges(rebuildScans) {
+			eg.Go(func() error { return d.scanRange(gctx, rng, since, &n) })
+		}
+		err = eg.Wait()
+		keys = n.Load()
+	}
+	if err != nil {
 		d.log.Warn("filter rebuild stopped; every lookup keeps reading the catalog", zap.Error(err))
 		return
 	}
 	took := time.Since(start)
 	d.mu.Lock()
 	d.rebuilt = true
-	d.rebuild = rebuildStats{took: took, keys: keys.Load()}
+	d.rebuild = rebuildStats{took: took, keys: keys, from: from}
 	d.mu.Unlock()
-	d.log.Info("dedupe filters rebuilt from the catalog",
-		zap.Int64("keys", keys.Load()), zap.Duration("took", took), zap.Duration("window", d.cfg.Window))
+	d.log.Info("dedupe filters rebuilt",
+		zap.String("from", from), zap.Int64("keys", keys), zap.Duration("took", took), zap.Duration("window", d.cfg.Window))
 }
 
 // scanRange adds the keys of one bucket range to the filters.

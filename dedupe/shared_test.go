@@ -32,6 +32,7 @@ func (m *membership) View() members.View {
 	return m.v
 }
 func (m *membership) Joined(context.Context) error { return nil }
+func (m *membership) Peers() []string              { return nil }
 func (m *membership) set(v members.View) {
 	m.mu.Lock()
 	m.v = v

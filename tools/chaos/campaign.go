@@ -1087,7 +1087,7 @@ func (c *campaign) watchCatalog(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err := tbl.ReadRows(rctx, bigtable.PrefixRange(prefix), func(r bigtable.Row) bool {
 			rest := strings.TrimPrefix(r.Key(), prefix)
-			if len(rest) > 3 && rest[2] == '#' {
+			if len(rest) > 3 && rest[2] == '#' && rest[0] != '~' { // not the journal (dedupe#PIPELINE#~...)
 				ids = append(ids, rest[3:])
 			}
 			return true
