@@ -42,9 +42,9 @@ type Options struct {
 	// PubSub is the client to use; nil: one is created for cfg.Project and
 	// closed by the App.
 	PubSub *pubsub.Client
-	// PubSubOptions are added to the options of the client the App creates
-	// when PubSub is nil, after its own (the stream watch); tests give an
-	// endpoint, or gRPC interceptors that break the streams.
+	// PubSubOptions are the options of the client the App creates when
+	// PubSub is nil; tests give an endpoint, or gRPC interceptors that
+	// break the streams or the pulls.
 	PubSubOptions []option.ClientOption
 	// Bigtable opens a data client of an instance; nil: clients are
 	// created for cfg.Project, one per instance and app profile, whose
@@ -87,9 +87,6 @@ type App struct {
 	metrics   *metrics.Metrics
 	pubsub    *pubsub.Client
 	ownPubSub bool
-	// streams watches the streaming pulls of a client the App created
-	// (nil for an injected one): the watermark holds after a break.
-	streams   *source.StreamWatch
 	bigtables map[bigtableKey]*bigtable.Client
 	// id names this process among the members of its pipelines.
 	id     string
@@ -125,9 +122,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 	}()
 	a.pubsub = opts.PubSub
 	if a.pubsub == nil {
-		a.streams = source.NewStreamWatch()
-		popts := append([]option.ClientOption{a.streams.ClientOption()}, opts.PubSubOptions...)
-		if a.pubsub, err = openPubSub(ctx, cfg.Project, popts...); err != nil {
+		if a.pubsub, err = openPubSub(ctx, cfg.Project, opts.PubSubOptions...); err != nil {
 			return nil, err
 		}
 		a.ownPubSub = true
@@ -419,11 +414,12 @@ func (a *App) Live() error {
 	return errors.New(strings.Join(reasons, "; "))
 }
 
-// watchdogHooks tell the watchdog of a pipeline's source what to count and
-// whom to tell of a reopen (the stream watch of a client the App created,
-// for which a reopen is a break: the watermark tracker holds for it).
+// watchdogHooks tell the watchdog of a pipeline's source what to count.
+// (The watermark tracker reads its subscription with a source.Puller,
+// which reports its own breaks: the main subscription's streams are none
+// of its business.)
 func (a *App) watchdogHooks(m *metrics.Pipeline) source.WatchdogHooks {
-	return source.WatchdogHooks{Streams: a.streams, Reopened: m.StreamReopens.Inc}
+	return source.WatchdogHooks{Reopened: m.StreamReopens.Inc}
 }
 
 // Status returns the status of every pipeline.

@@ -11,9 +11,11 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
@@ -165,8 +167,11 @@ func TestRunServesProbesAndStopsCleanly(t *testing.T) {
 
 // TestTheWatermarkWaitsForTheRedeliveryBackoff: a message whose lease ran
 // out comes back only after the main subscription's retry policy let it,
-// so the tracker's guards wait for the lease extension plus its maximum
-// backoff (setup's: 5 s).
+// so the tracker's guards wait for the lease plus its maximum backoff
+// (setup's: 5 s). The lease is the longer of the lease extension (the main
+// subscription's client-side leases) and the tracking subscription's ack
+// deadline (the lease of a pulled message whose answer was lost): setup's
+// 10 s is the shorter; an existing subscription's 30 s is not.
 func TestTheWatermarkWaitsForTheRedeliveryBackoff(t *testing.T) {
 	f := newFakes(t)
 	ctx := context.Background()
@@ -174,15 +179,45 @@ func TestTheWatermarkWaitsForTheRedeliveryBackoff(t *testing.T) {
 	if err := Setup(ctx, cfg, f.ps, f.admin, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Open(ctx, zap.NewNop(), cfg, f.opts)
-	if err != nil {
+	lease := func() float64 {
+		t.Helper()
+		a, err := Open(ctx, zap.NewNop(), cfg, f.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { a.stopServer(); a.closeClients() }()
+		st := a.Pipelines()[0].Status()
+		if st.Tracker == nil {
+			t.Fatal("no tracker")
+		}
+		return st.Tracker.MessageLeaseSeconds
+	}
+	if got, want := lease(), (source.LeaseExtension + 5*time.Second).Seconds(); got != want {
+		t.Fatalf("message lease %vs, want %vs (the lease extension, longer than setup's 10 s ack deadline, plus the retry policy's 5 s)", got, want)
+	}
+	if _, err := f.ps.SubscriptionAdminClient.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
+		Subscription: &pubsubpb.Subscription{Name: cfg.SubscriptionName("orders-tracking"), AckDeadlineSeconds: 30},
+		UpdateMask:   &fieldmaskpb.FieldMask{Paths: []string{"ack_deadline_seconds"}},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	st := a.Pipelines()[0].Status()
-	if st.Tracker == nil {
-		t.Fatal("no tracker")
+	if got, want := lease(), (30*time.Second + 5*time.Second).Seconds(); got != want {
+		t.Fatalf("message lease %vs, want %vs (the tracking subscription's 30 s ack deadline plus the retry policy's 5 s)", got, want)
 	}
-	if got, want := st.Tracker.MessageLeaseSeconds, (source.LeaseExtension + 5*time.Second).Seconds(); got != want {
-		t.Fatalf("message lease %vs, want %vs (the lease extension plus the retry policy's 5 s)", got, want)
+}
+
+func TestTrackingLease(t *testing.T) {
+	for _, c := range []struct {
+		main, tracking source.Info
+		want           time.Duration
+	}{
+		{source.Info{}, source.Info{AckDeadline: 10 * time.Second}, source.LeaseExtension},
+		{source.Info{RedeliveryBackoff: 5 * time.Second}, source.Info{AckDeadline: 10 * time.Second}, source.LeaseExtension + 5*time.Second},
+		{source.Info{}, source.Info{AckDeadline: 60 * time.Second, RedeliveryBackoff: 7 * time.Second}, 67 * time.Second},
+		{source.Info{RedeliveryBackoff: 600 * time.Second}, source.Info{AckDeadline: 20 * time.Second, RedeliveryBackoff: 5 * time.Second}, 620 * time.Second},
+	} {
+		if got := trackingLease(c.main, c.tracking); got != c.want {
+			t.Errorf("trackingLease(%+v, %+v) = %v, want %v", c.main, c.tracking, got, c.want)
+		}
 	}
 }

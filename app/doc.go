@@ -19,10 +19,16 @@
 //
 // /healthz answers 503 with one line naming the pipeline and the
 // subscription (App.Live) while a pipeline's streams hung and reopening
-// them did not help (package source, "Watchdog"), so that Kubernetes or
-// Cloud Run restarts the process; the watchdog's reopens are counted in
-// pubsink_source_stream_reopens_total, and are breaks for the stream watch
-// of a client the App created (Options.PubSubOptions add to its options).
+// them did not help (package source, "Watchdog"), or while its tracking
+// subscription has answered no pull for source.stall_timeout (package
+// source, "Puller"), so that Kubernetes or Cloud Run restarts the process;
+// the watchdog's reopens are counted in pubsink_source_stream_reopens_total,
+// the tracking subscription's failed calls in pubsink_tracking_errors_total.
+// The tracking subscription is read by unary Pull (source.Puller), whose
+// failed pulls are the watermark's breaks; its lease (/status
+// tracker.message_lease_seconds) is the longer of source.LeaseExtension and
+// the tracking subscription's ack deadline, plus the longer redelivery
+// backoff of the two subscriptions.
 //
 // Setup is idempotent: it never deletes or changes what exists, and running
 // it twice reports "exists" for everything the first run created. An

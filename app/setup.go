@@ -25,6 +25,14 @@ import (
 // and bounds how long a crashed process holds its messages.
 const ackDeadlineSeconds = 60
 
+// trackingAckDeadlineSeconds is the ack deadline setup gives a tracking
+// subscription: Pub/Sub's minimum. Its reader acks each batch within
+// milliseconds and extends no lease, and the deadline is how long the
+// messages of a Pull whose answer was lost stay out of sight, which the
+// watermark waits for after a failed pull, a restart or a change of
+// leader (app: the tracker's lease is the longer of it and 15 s).
+const trackingAckDeadlineSeconds = 10
+
 // redeliveryPolicy is the retry policy setup gives a pipeline's main
 // subscription. Without one, Pub/Sub redelivers a nacked message at once:
 // a poison message with no dead-letter output, or one whose output keeps
@@ -80,11 +88,11 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 			return err
 		}
 	}
-	if err := s.subscription(ctx, s.cfg.SubscriptionName(src.Subscription), topic, redeliveryPolicy); err != nil {
+	if err := s.subscription(ctx, s.cfg.SubscriptionName(src.Subscription), topic, subSpec{retry: redeliveryPolicy}); err != nil {
 		return err
 	}
 	if src.TrackingSubscription != "" {
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(src.TrackingSubscription), topic, nil); err != nil {
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(src.TrackingSubscription), topic, subSpec{ackDeadline: trackingAckDeadlineSeconds}); err != nil {
 			return err
 		}
 	}
@@ -95,7 +103,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		}
 		// Pub/Sub drops what is published to a topic without subscriptions:
 		// the dead-letter topic gets one, which replay reads.
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(p.DeadLetter.Subscription), t, nil); err != nil {
+		if err := s.subscription(ctx, s.cfg.SubscriptionName(p.DeadLetter.Subscription), t, subSpec{}); err != nil {
 			return err
 		}
 	}
@@ -127,11 +135,21 @@ func (s *setup) topic(ctx context.Context, name string) error {
 	return nil
 }
 
-// subscription creates sub on topic with the retry policy retry (nil:
-// none), or checks that an existing sub is attached to topic; it leaves an
-// existing sub's retry policy as it is, and says when it lacks the one it
-// would have been given. With no topic configured, sub must exist already.
-func (s *setup) subscription(ctx context.Context, sub, topic string, retry *pubsubpb.RetryPolicy) error {
+// subSpec is what setup gives a subscription it creates: a retry policy
+// (nil: none) and an ack deadline in seconds (0: ackDeadlineSeconds; set,
+// it is also the longest setup lets an existing one keep without a note).
+type subSpec struct {
+	retry       *pubsubpb.RetryPolicy
+	ackDeadline int32
+}
+
+// subscription creates sub on topic as spec says, or checks that an
+// existing sub is attached to topic; it leaves an existing sub's retry
+// policy and ack deadline as they are, and says when it lacks the policy
+// or has a longer deadline than it would have been given. With no topic
+// configured, sub must exist already.
+func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpec) error {
+	retry := spec.retry
 	got, err := s.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
 	switch {
 	case err == nil:
@@ -143,16 +161,24 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, retry *pubs
 			s.say("  note: it has no retry policy, so a nacked message comes back at once; pubsink's is a backoff of %v to %v (docs/reference.md, \"What setup creates\")",
 				retry.MinimumBackoff.AsDuration(), retry.MaximumBackoff.AsDuration())
 		}
+		if spec.ackDeadline > 0 && got.AckDeadlineSeconds > spec.ackDeadline {
+			s.say("  note: its ack deadline is %d s; after a failed pull, a restart or a new leader the watermark holds that long, where %d s would do (gcloud pubsub subscriptions update %s --ack-deadline=%d)",
+				got.AckDeadlineSeconds, spec.ackDeadline, sub, spec.ackDeadline)
+		}
 		return nil
 	case status.Code(err) != codes.NotFound:
 		return fmt.Errorf("get subscription %s: %w", sub, err)
 	case topic == "":
 		return fmt.Errorf("subscription %s does not exist, and source.topic is not set to create it on", sub)
 	}
+	deadline := spec.ackDeadline
+	if deadline == 0 {
+		deadline = ackDeadlineSeconds
+	}
 	_, err = s.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:               sub,
 		Topic:              topic,
-		AckDeadlineSeconds: ackDeadlineSeconds,
+		AckDeadlineSeconds: deadline,
 		RetryPolicy:        retry,
 	})
 	if err != nil && status.Code(err) != codes.AlreadyExists {

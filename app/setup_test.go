@@ -55,14 +55,18 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 	}
 	// Main subscriptions get the retry policy (a nack is no hot loop);
 	// the tracking and replay ones, which nack nothing, none.
+	// The tracking subscription, read by unary Pull, gets the shortest ack
+	// deadline: the watermark waits for it after a failed pull.
 	for _, sub := range []struct {
 		name, topic string
 		retry       bool
+		deadline    int32
 	}{
-		{"orders-sub", "orders", true}, {"orders-tracking", "orders", false}, {"orders-dlq-replay", "orders-dlq", false}, {"clicks-sub", "clicks", true},
+		{"orders-sub", "orders", true, ackDeadlineSeconds}, {"orders-tracking", "orders", false, trackingAckDeadlineSeconds},
+		{"orders-dlq-replay", "orders-dlq", false, ackDeadlineSeconds}, {"clicks-sub", "clicks", true, ackDeadlineSeconds},
 	} {
 		got, err := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/" + sub.name})
-		if err != nil || got.Topic != "projects/p/topics/"+sub.topic || got.AckDeadlineSeconds != ackDeadlineSeconds {
+		if err != nil || got.Topic != "projects/p/topics/"+sub.topic || got.AckDeadlineSeconds != sub.deadline {
 			t.Errorf("subscription %s: %v, %v", sub.name, got, err)
 			continue
 		}
@@ -119,7 +123,8 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 }
 
 // TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy: setup leaves a
-// user's subscription as it is, and says what it lacks.
+// user's subscription as it is, and says what it lacks: the main one's
+// retry policy, the tracking one's short ack deadline.
 func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
 	ctx := context.Background()
 	f := newFakes(t)
@@ -134,6 +139,10 @@ func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
 	if _, err := f.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: "projects/p/subscriptions/orders-sub", Topic: "projects/p/topics/orders"}); err != nil {
 		t.Fatal(err)
 	}
+	tracking := "projects/p/subscriptions/orders-tracking"
+	if _, err := f.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: tracking, Topic: "projects/p/topics/orders", AckDeadlineSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
 		t.Fatalf("setup: %v\n%s", err, out.String())
@@ -144,6 +153,16 @@ func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
 	got, _ := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/orders-sub"})
 	if got.GetRetryPolicy() != nil {
 		t.Errorf("setup changed the user's subscription: retry policy %v", got.GetRetryPolicy())
+	}
+	if !strings.Contains(out.String(), "orders-tracking exists\n  note: its ack deadline is 60 s;") {
+		t.Errorf("setup did not say the existing tracking subscription's ack deadline is long:\n%s", out.String())
+	}
+	got, _ = f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: tracking})
+	if got.GetAckDeadlineSeconds() != 60 {
+		t.Errorf("setup changed the user's tracking subscription: ack deadline %d s", got.GetAckDeadlineSeconds())
+	}
+	if strings.Contains(out.String(), "orders-sub exists\n  note: its ack deadline") {
+		t.Errorf("setup notes the main subscription's ack deadline, which the client's leases make irrelevant:\n%s", out.String())
 	}
 }
 

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -14,21 +15,14 @@ import (
 	"github.com/pubsink/pubsink/watermark"
 )
 
-// Flow control of the tracking subscription. Its handler records a message
-// and acks it in about a microsecond, so messages are outstanding only
-// while in transit: the limits are there never to bind, and the extra
-// streams let the tracker pull faster than the pipeline, which must not
-// get ahead of it for long.
+// The tracking subscription's reader (source.Puller). Its handler records
+// a message in about a microsecond, so unary Pull in large batches is
+// cheaper than StreamingPull's per-message machinery; three loops keep one
+// waiting for the service while the others run their handlers, which keeps
+// the tracker ahead of the pipeline, as it must be.
 const (
-	trackingMinStreams     = 4
-	trackingStreamsFactor  = 2
-	trackingMinOutstanding = 10_000
-	trackingOutstandingMul = 10
-	// The tracking subscription's byte budget is its own, a quarter of the
-	// main one's (at least 8 MiB): its messages are held for microseconds,
-	// so the budget only bounds a burst in transit.
-	trackingBytesDiv = 4
-	trackingMinBytes = 8 << 20
+	trackingPullLoops    = 3
+	trackingPullMessages = 1000
 	// pendingBytesPerEntry converts the main budget into the tracker's
 	// bound on unfinished messages (Config.MaxPending): at about 13-17
 	// bytes each, maxBytes/32 entries take about half the main budget.
@@ -44,13 +38,13 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 	if pc.Source.TrackingSubscription == "" {
 		return nil, nil // an untyped nil: the pipeline tests Tracker against nil
 	}
-	cfg := pc.Source
-	cfg.Streams = max(trackingStreamsFactor*pc.Source.Streams, trackingMinStreams)
-	cfg.MaxOutstandingMessages = max(trackingOutstandingMul*pc.Source.MaxOutstandingMessages, trackingMinOutstanding)
-	tracking := source.New(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
-		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), cfg, max(maxBytes/trackingBytesDiv, trackingMinBytes))
-
-	tracking.SetWatchdogHooks(a.watchdogHooks(m))
+	tracking := source.NewPuller(a.pubsub, a.log.With(zap.String("pipeline", pc.Name)),
+		a.cfg.SubscriptionName(pc.Source.TrackingSubscription), source.PullerConfig{
+			Loops:        trackingPullLoops,
+			MaxMessages:  trackingPullMessages,
+			StallTimeout: pc.Source.StallTimeout,
+			OnError:      func(method string) { m.TrackingErrors(method).Inc() },
+		})
 
 	trackingInfo, err := tracking.Check(ctx)
 	if err != nil {
@@ -79,15 +73,21 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		Peers:      mb.Peers,
 		MaxPending: maxBytes / pendingBytesPerEntry,
 		Now:        a.now(),
-		// A message whose lease ran out comes back only after the
-		// subscription's retry policy let it: the tracker's guards wait
-		// for the longer backoff of the two subscriptions on top of the
-		// lease.
-		Lease: source.LeaseExtension + max(mainInfo.RedeliveryBackoff, trackingInfo.RedeliveryBackoff),
+		// The lease of what a dead process or a broken reader left out of
+		// sight: the main subscription's messages are leased by the
+		// client, LeaseExtension at a time; the tracking subscription's,
+		// pulled, for its ack deadline. A message whose lease ran out
+		// comes back only after its subscription's retry policy let it:
+		// the tracker's guards wait for the longer backoff of the two on
+		// top of the longer lease.
+		Lease: trackingLease(mainInfo, trackingInfo),
+		// The puller's own breaks: a failed Pull (whose answer, with
+		// leased messages, may be lost).
+		Streams: tracking.State,
 	}
-	if a.streams != nil {
-		name := tracking.Subscription()
-		wcfg.Streams = func() source.StreamState { return a.streams.State(name) }
+	if trackingInfo.AckDeadline > source.LeaseExtension {
+		a.log.Warn("the tracking subscription's ack deadline is longer than the watermark needs: after a failed pull, a restart or a new leader, the watermark holds that long; 10 s suffices (gcloud pubsub subscriptions update SUBSCRIPTION --ack-deadline=10)",
+			zap.String("pipeline", pc.Name), zap.String("subscription", tracking.Subscription()), zap.Duration("ack_deadline", trackingInfo.AckDeadline))
 	}
 	tr, err := watermark.NewTracker(tracking, state, a.log, wcfg)
 	if err != nil {
@@ -97,4 +97,10 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		return nil, fmt.Errorf("state table %s: %w", a.cfg.State.Table, err)
 	}
 	return tr, nil
+}
+
+// trackingLease is watermark.Config.Lease for a pipeline whose main and
+// tracking subscriptions are as Check found them.
+func trackingLease(mainInfo, trackingInfo source.Info) time.Duration {
+	return max(source.LeaseExtension, trackingInfo.AckDeadline) + max(mainInfo.RedeliveryBackoff, trackingInfo.RedeliveryBackoff)
 }

@@ -49,6 +49,7 @@ var exportedMetrics = map[string]metric{
 	"pubsink_membership_renewal_failures_total": {"counter", []string{"pipeline"}},
 	"pubsink_watermark_leader_takeovers_total":  {"counter", []string{"pipeline"}},
 	"pubsink_source_stream_reopens_total":       {"counter", []string{"pipeline"}},
+	"pubsink_tracking_errors_total":             {"counter", []string{"pipeline", "method"}},
 }
 
 // targetLabels are the labels a scrape adds to every series: Prometheus's

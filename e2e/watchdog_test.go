@@ -24,13 +24,18 @@ import (
 )
 
 // The stream progress watchdog (package source, "Watchdog") against the
-// emulators: StreamingPull streams that hang without an error.
+// emulators: StreamingPull streams that hang without an error; and the
+// tracking subscription's Puller (package source, "Puller"), whose Pulls
+// can hang the same way.
 
 // watchdogStall is the stall timeout of these tests: short, so that they
 // take seconds, and long against the emulator's stream start.
 const watchdogStall = 3 * time.Second
 
-const streamingPull = "/google.pubsub.v1.Subscriber/StreamingPull"
+const (
+	streamingPull = "/google.pubsub.v1.Subscriber/StreamingPull"
+	unaryPull     = "/google.pubsub.v1.Subscriber/Pull"
+)
 
 // hungStreams is a gRPC stream interceptor that makes StreamingPull
 // streams hang without an error, as a proxy that lost them would: their
@@ -44,15 +49,55 @@ const streamingPull = "/google.pubsub.v1.Subscriber/StreamingPull"
 // share, but not for the emulator, which ignores flow control and pushes a
 // whole backlog onto it, leaving nothing for the watchdog's peek to see (see
 // package source, "Watchdog", Limits).
+//
+// Its unary side does the same to the first pulls[sub] long-polling Pulls
+// of a subscription (not the Puller's immediate check of one that timed
+// out): they block until their deadline, as a Pull whose request was lost.
 type hungStreams struct {
 	mu        sync.Mutex
 	first     map[string]int
 	opened    map[string]int
 	swallowed map[string]int
+	pulls     map[string]int
+	pulled    map[string]int
 }
 
 func newHungStreams(first map[string]int) *hungStreams {
-	return &hungStreams{first: first, opened: map[string]int{}, swallowed: map[string]int{}}
+	return &hungStreams{first: first, opened: map[string]int{}, swallowed: map[string]int{}, pulls: map[string]int{}, pulled: map[string]int{}}
+}
+
+// hangPulls makes the first n long-polling Pulls of sub hang.
+func (h *hungStreams) hangPulls(sub string, n int) *hungStreams {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pulls[sub] = n
+	return h
+}
+
+// hungPulls is how many Pulls of sub hung.
+func (h *hungStreams) hungPulls(sub string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pulled[sub]
+}
+
+func (h *hungStreams) interceptUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	r, ok := req.(*pubsubpb.PullRequest)
+	//lint:ignore SA1019 the Puller's check of a timed-out Pull sets it
+	if !ok || method != unaryPull || r.GetReturnImmediately() {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	h.mu.Lock()
+	lose := h.pulled[r.GetSubscription()] < h.pulls[r.GetSubscription()]
+	if lose {
+		h.pulled[r.GetSubscription()]++
+	}
+	h.mu.Unlock()
+	if !lose {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func (h *hungStreams) count(sub string) int {
@@ -130,6 +175,7 @@ func (e *env) pubsubOptions(h *hungStreams) []option.ClientOption {
 		option.WithoutAuthentication(),
 		option.WithTelemetryDisabled(),
 		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(h.intercept)),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(h.interceptUnary)),
 	}
 }
 
@@ -254,21 +300,36 @@ func (r *appRun) reopensMetric() int {
 	return n
 }
 
+// trackingErrorsMetric reads pubsink_tracking_errors_total of the test's
+// pipeline for method from /metrics.
+func (r *appRun) trackingErrorsMetric(method string) int {
+	r.t.Helper()
+	_, body := r.get("/metrics")
+	m := regexp.MustCompile(`(?m)^pubsink_tracking_errors_total\{method="` + method + `",pipeline="e2e"\} (\d+)$`).FindStringSubmatch(body)
+	if m == nil {
+		r.t.Fatalf("/metrics has no pubsink_tracking_errors_total{method=%q} for the pipeline", method)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
 // TestWatchdogReopensHungStreamsAndEveryMessageCommits is case (1): the
-// first streams of both the main and the tracking subscription hang, with
-// messages waiting. The watchdog reopens each subscription's streams after
-// the stall timeout, every message is committed once, /healthz answers 200
-// throughout, the reopens show in /metrics and /status, and the tracker
-// counts the reopen of the tracking subscription as a stream break (it
-// holds the watermark for what the hung streams may hold). A stop is clean.
+// first streams of the main subscription and the first Pulls of the
+// tracking one hang, with messages waiting. The watchdog reopens the main
+// subscription's streams after the stall timeout; the tracking
+// subscription's Puller takes its Pulls that timed out while messages
+// waited for hung. Every message is committed once, /healthz answers 200
+// throughout, the reopen shows in /metrics and /status, and the tracker
+// counts the hung Pulls as a break (it holds the watermark for what they
+// may have leased). A stop is clean.
 func TestWatchdogReopensHungStreamsAndEveryMessageCommits(t *testing.T) {
 	const n = 300
 	e := newEnv(t)
 	_, cfg := e.writeConfig(watchdogYAML(t, e.watermarkYAML(config.LateAccept, "")))
 	main, tracking := cfg.SubscriptionName(e.sub), cfg.SubscriptionName(e.tracking)
-	// The main subscription's 2 streams, and the tracking subscription's
-	// max(2×2, 4) (app/watermark.go): the first set of each.
-	hung := newHungStreams(map[string]int{main: 2, tracking: 4})
+	// The main subscription's 2 streams, the first set; and the first Pull
+	// of each of the tracking subscription's 3 pull loops (app/watermark.go).
+	hung := newHungStreams(map[string]int{main: 2}).hangPulls(tracking, 3)
 	e.publish(0, n)
 	time.Sleep(watchdogStall / 4) // the peek counts only messages that waited a while
 
@@ -279,8 +340,8 @@ func TestWatchdogReopensHungStreamsAndEveryMessageCommits(t *testing.T) {
 	took := time.Since(r.start)
 	bad := health.end()
 
-	if hung.count(main) != 2 || hung.count(tracking) != 4 {
-		t.Fatalf("hung streams: main %d, tracking %d; want 2 and 4: the fault was not injected", hung.count(main), hung.count(tracking))
+	if hung.count(main) != 2 || hung.hungPulls(tracking) != 3 {
+		t.Fatalf("hung: main streams %d, tracking pulls %d; want 2 and 3: the fault was not injected", hung.count(main), hung.hungPulls(tracking))
 	}
 	if took < watchdogStall {
 		t.Errorf("committed %d messages in %v, before the stall timeout: the streams did not hang", n, took)
@@ -288,24 +349,26 @@ func TestWatchdogReopensHungStreamsAndEveryMessageCommits(t *testing.T) {
 	if len(bad) > 0 {
 		t.Errorf("/healthz was not 200 while a reopen helped (%d probes): %v", health.probes.Load(), bad)
 	}
-	// The tracking subscription's Receive starts after the tracker took the
-	// lead, so its reopen may come a little after the main one's, and the
-	// tracker takes a break into account at its next tick.
+	// The tracking subscription's Puller starts after the tracker took the
+	// lead, and the tracker takes a break into account at its next tick.
 	st := p.Status()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); st = p.Status() {
-		if st.StreamReopens >= 2 && st.Tracker != nil && st.Tracker.StreamBreaks >= 1 {
+		if st.StreamReopens >= 1 && st.Tracker != nil && st.Tracker.StreamBreaks >= 1 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if st.StreamReopens < 2 || st.Stalled != "" {
-		t.Errorf("status: stream_reopens %d, stalled %q; want at least 2 (main and tracking) and not stalled", st.StreamReopens, st.Stalled)
+	if st.StreamReopens < 1 || st.Stalled != "" {
+		t.Errorf("status: stream_reopens %d, stalled %q; want at least 1 (the main subscription's) and not stalled", st.StreamReopens, st.Stalled)
 	}
 	if m := r.reopensMetric(); m != int(st.StreamReopens) {
 		t.Errorf("pubsink_source_stream_reopens_total = %d, /status says %d", m, st.StreamReopens)
 	}
 	if st.Tracker == nil || st.Tracker.StreamBreaks < 1 {
-		t.Errorf("tracker %+v: the reopen of the tracking subscription is no stream break for it", st.Tracker)
+		t.Errorf("tracker %+v: the hung pulls of the tracking subscription are no break for it", st.Tracker)
+	}
+	if m := r.trackingErrorsMetric("Pull"); m < 3 {
+		t.Errorf("pubsink_tracking_errors_total{method=\"Pull\"} = %d, want at least the 3 hung pulls", m)
 	}
 	if code, body := r.get("/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %q after the reopen", code, body)

@@ -2,8 +2,11 @@
 // delivery downstream as a plain Message envelope. It is the only package
 // that receives from Pub/Sub; nothing downstream sees the client's types.
 //
-// The entry point is New, then Run with a Handler. Check verifies the
-// subscription at start and names its topic.
+// The entry point is New, then Run with a Handler: a Source, which
+// receives by StreamingPull (the main subscription). NewPuller makes a
+// Puller, which reads by unary Pull in large batches (the watermark's
+// tracking subscription; see "Puller"). Check verifies the subscription at
+// start and names its topic, retry policy and ack deadline.
 //
 // # Guarantees
 //
@@ -63,7 +66,9 @@
 // A reopen is a break for the StreamWatch (WatchdogHooks.Streams): what
 // the server had sent on the hung stream and the client never handed to a
 // handler stays leased to it until the lease runs out, exactly as on a
-// broken stream, so the watermark tracker must hold as for a break. The
+// broken stream, so a watermark tracker reading the subscription through
+// a Source must hold as for a break (app's tracker reads through a Puller,
+// which reports its own breaks, and installs no StreamWatch). The
 // library's cancel is a clean end for the watch, so the watchdog marks the
 // break itself (StreamWatch.MarkBroken) when it ends the streams, and again
 // once the last of them has closed.
@@ -101,9 +106,86 @@
 //     published just then goes to the peek (it is too young to count, and
 //     is nacked at once).
 //
+// # Puller
+//
+// A Puller reads a subscription whose handler takes microseconds and needs
+// no lease extension: the watermark tracker's, which records a message's
+// ID, publish time and event time. StreamingPull's machinery (a goroutine,
+// flow-control accounting and lease bookkeeping per message, acks batched
+// by the library) costs many times what such a handler does; a Puller has
+// none of it. Each of its loops (PullerConfig.Loops, app runs 3):
+//
+//   - pulls up to MaxMessages (1000; the emulator answers at most 100, and
+//     pstest everything it has), bounded by PullTimeout (a quarter of the
+//     stall timeout, from 2 s to 30 s), with the client library's own
+//     retries of Pull turned off (see below);
+//   - calls the handler for each message in turn, in the loop's goroutine,
+//     with one Message reused;
+//   - then sends one Acknowledge for what the handler accepted and one
+//     ModifyAckDeadline 0 for what it refused, in runs of at most 1000 IDs
+//     and 400 KiB, under Pub/Sub's 512 KB request limit; a failed
+//     Acknowledge is logged (at most once a minute) and counted
+//     (PullerConfig.OnError): its messages come back after the ack
+//     deadline, which the handler must take calmly;
+//   - pauses 100 ms after an answer with nothing in it (the emulator
+//     answers an idle Pull after about 4 s, pstest after 0.5 s, Pub/Sub
+//     not until its deadline), or in which the handler accepted nothing, so
+//     that nothing spins.
+//
+// There is no flow control: a handler that blocks (the tracker at its
+// memory bound) stops its loop, which is the back-pressure. The messages
+// of its batch, those already handled included (their acks go at the end
+// of the batch), are redelivered once the subscription's ack deadline
+// passes; a handler that keys by message ID, as the tracker does, takes
+// them for what they are.
+//
+// Breaks. A Pull that fails may have leased messages whose answer was
+// lost: nothing names them, and they stay out of sight until the
+// subscription's ack deadline passes (then its retry policy's backoff).
+// State reports this in a StreamWatch's shape, for the watermark: Open is
+// the number of loops whose last Pull did not fail, Broke the time of the
+// last failed Pull, or of a nack that could not be sent (refused messages
+// that stay leased are out of sight the same way). Every failed attempt
+// must show, so a Puller turns off the client's retries of Pull (it would
+// retry Unavailable, Internal, Unknown and Aborted inside one call and
+// hide them) and retries itself, with a jittered backoff from 100 ms to
+// 5 s, counting each failure.
+//
+// A Pull that ends with a deadline (its own, or one the service reports)
+// is not a failure in itself: on Pub/Sub an idle Pull ends no other way.
+// So an immediate Pull (ReturnImmediately, bounded by 2 s) checks the
+// subscription, and its answer decides:
+//
+//   - it fails: the Pull failed (the service or the way to it is down);
+//   - it returns a message published more than a quarter second before the
+//     timed-out Pull began: that Pull should have returned it, and hung instead
+//     (its request or its answer was lost): a break, and the messages are
+//     handled;
+//   - otherwise the subscription was idle: no break, and what the check
+//     returned is handled.
+//
+// What this cannot see: an idle Pull whose answer the service sent in the
+// last moment before the deadline, lost with the call. Its messages come
+// back after the ack deadline; watermark/doc.go ("Stream breaks") says why
+// the watermark tolerates that.
+//
+// Stalled returns an error, naming the subscription and the last error,
+// when no Pull has been answered (an answer, or a timeout the check found
+// idle) for the stall timeout while Run runs and no loop is inside its
+// handlers (a handler that waits is back-pressure, not a stall); app fails
+// /healthz with it. Run stops like a Source's: when the receive context
+// ends, the loops stop pulling (a Pull cut short may have leased messages
+// that come back after the ack deadline, which the next reader's startup
+// guard waits for), finish their batch with the work context, send its
+// acks and nacks (within 10 s), and Run returns. A Pull that fails with
+// NotFound, PermissionDenied, Unauthenticated, InvalidArgument,
+// FailedPrecondition or Unimplemented ends Run with that error, as it ends
+// a Receive.
+//
 // # Errors
 //
 // Check returns a clear error when the subscription does not exist. Run
 // returns an error when the service fails permanently; transient stream
-// errors are retried inside the client library.
+// errors are retried inside the client library, transient Pull errors by
+// the Puller.
 package source

@@ -22,7 +22,8 @@ import (
 // that a quarter, for one extension call per 15 s per stream's inventory.
 // It is also how long a message can stay out of sight after the process or
 // the stream that held it died: the watermark waits that long (package
-// watermark).
+// watermark). A message a Puller pulled is leased for the subscription's
+// ack deadline instead (Info.AckDeadline), which nothing extends.
 const LeaseExtension = 15 * time.Second
 
 // Handler decides the fate of one message. It is called concurrently, once
@@ -95,14 +96,24 @@ type Info struct {
 	// its maximum backoff (Pub/Sub's default of 600 s when the policy
 	// names none). Zero without a retry policy: redelivery is immediate.
 	RedeliveryBackoff time.Duration
+	// AckDeadline is the subscription's ack deadline: the lease of a message
+	// delivered by a unary Pull (a Puller), which no client extends. A Pull
+	// whose answer was lost leaves its messages out of sight that long.
+	// StreamingPull (a Source) asks for its own leases (LeaseExtension).
+	AckDeadline time.Duration
 }
 
 // defaultMaxBackoff is Pub/Sub's maximum backoff of a retry policy that
 // does not name one.
 const defaultMaxBackoff = 600 * time.Second
 
-// Check verifies that the subscription exists and returns its topic and
-// retry policy.
+// defaultAckDeadline is Pub/Sub's ack deadline of a subscription created
+// without one; a subscription that reads back without one (a fake) is
+// taken to have it.
+const defaultAckDeadline = 10 * time.Second
+
+// Check verifies that the subscription exists and returns its topic, retry
+// policy and ack deadline.
 func (s *Source) Check(ctx context.Context) (Info, error) {
 	return SubscriptionInfo(ctx, s.client, s.subscription)
 }
@@ -117,7 +128,10 @@ func SubscriptionInfo(ctx context.Context, client *pubsub.Client, sub string) (I
 	if err != nil {
 		return Info{}, fmt.Errorf("get subscription %s: %w", sub, err)
 	}
-	info := Info{Topic: got.Topic}
+	info := Info{Topic: got.Topic, AckDeadline: defaultAckDeadline}
+	if got.AckDeadlineSeconds > 0 {
+		info.AckDeadline = time.Duration(got.AckDeadlineSeconds) * time.Second
+	}
 	if rp := got.RetryPolicy; rp != nil {
 		info.RedeliveryBackoff = defaultMaxBackoff
 		if rp.MaximumBackoff != nil {

@@ -59,8 +59,8 @@ func (f *fake) source() *Source {
 func TestCheckNamesTheTopicAndTheRedeliveryBackoff(t *testing.T) {
 	f := newFake(t)
 	info, err := f.source().Check(context.Background())
-	if err != nil || info != (Info{Topic: f.topic}) {
-		t.Fatalf("Check = %+v, %v; want topic %q and no backoff (no retry policy)", info, err, f.topic)
+	if err != nil || info != (Info{Topic: f.topic, AckDeadline: 10 * time.Second}) {
+		t.Fatalf("Check = %+v, %v; want topic %q, no backoff (no retry policy) and the 10 s ack deadline", info, err, f.topic)
 	}
 	ctx := context.Background()
 	for _, c := range []struct {

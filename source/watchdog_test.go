@@ -347,8 +347,14 @@ func watchedFake(t *testing.T, hs *hangs) (*fake, *pubsub.Client, *StreamWatch) 
 	f := newFake(t)
 	hs.sub = f.sub
 	w := NewStreamWatch()
-	conn, err := grpc.NewClient("passthrough:///"+f.srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainStreamInterceptor(w.Interceptor, hs.intercept))
+	return f, f.clientVia(t, grpc.WithChainStreamInterceptor(w.Interceptor, hs.intercept)), w
+}
+
+// clientVia is a client of f's server on a connection of its own, dialled
+// with opts (the tests' interceptors).
+func (f *fake) clientVia(t *testing.T, opts ...grpc.DialOption) *pubsub.Client {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+f.srv.Addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +363,7 @@ func watchedFake(t *testing.T, hs *hangs) (*fake, *pubsub.Client, *StreamWatch) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	return f, client, w
+	return client
 }
 
 // running is a Source's Run in the background.

@@ -41,7 +41,7 @@
 //     subscription delivers, Tc = now - max(transit, the largest age,
 //     receive time minus publish time, of the messages delivered in the
 //     last idle period): a backlog shows as old deliveries. When it has
-//     delivered nothing for an idle period (2s) while its streams were up
+//     delivered nothing for an idle period (2s) while its reader was up
 //     and not held (see "Stream breaks"), and answered a probe since (its
 //     metadata is read once a second while it is silent), Tc = the probe's
 //     time minus transit: the topic is idle. Otherwise Tc holds. Tc is then
@@ -74,11 +74,19 @@
 // TestMemoryPerMillionTrackedMessages. The received-and-unfinished part is
 // bounded by Config.MaxPending (app gives max_outstanding_bytes / 32
 // entries, about half that budget): at the bound the tracking handler waits,
-// the client's flow control pauses the tracking subscription, silence meanwhile
-// is no evidence of an idle topic, and the watermark holds (it could not pass
-// the oldest pending message anyway) until the pipeline catches up. The
-// bound is checked against the count of the last tick, so one tick's
-// deliveries may pass it (TestTheTrackerPausesAtItsPendingBudget).
+// so its pull loop stops pulling (a stream's flow control, with a
+// source.Source), silence meanwhile is no evidence of an idle topic, and the
+// watermark holds (it could not pass the oldest pending message anyway)
+// until the pipeline catches up. The bound is checked against the count of
+// the last tick plus the deliveries since (one atomic counter), so a batch
+// of a thousand cannot pass it; the finishes since count only at the next
+// tick, so a pause may begin up to a tick early, and handlers that check at
+// once may each take one more (TestTheTrackerPausesAtItsPendingBudget).
+// While a loop waits, the rest of its batch, and the acks of what it
+// handled, wait with it: past the tracking subscription's ack deadline
+// those messages are redelivered, which changes nothing (a second delivery
+// of a message is counted once, and one below the floor is ignored; it
+// only holds Tc for an idle period, as an old delivery does).
 //
 // When caught up under steady traffic the watermark is about band + transit
 // (11s by default) behind real time when event times equal publish times;
@@ -96,8 +104,9 @@
 // the previous process's tracker acked but its pipeline never finished: they
 // are still in the main subscription, and nothing tells the new tracker
 // their event times. The messages the previous process held when it died
-// come back only when their lease expires (source.LeaseExtension, 15s after
-// it died at the latest); those it never received come whenever the main
+// come back only when their lease expires (on the main subscription
+// source.LeaseExtension, 15s after it died at the latest; on the tracking
+// one, its ack deadline); those it never received come whenever the main
 // subscription delivers them, in no promised order (the emulator, after a
 // large backlog, is out of publish order by far more than the band). So no
 // frontier estimated from the ages of what the pipeline finishes is safe,
@@ -106,8 +115,9 @@
 // with none stored, so that nothing is judged late). The guard drops, for
 // good, at the first tick at which both hold:
 //
-//   - lease + transit + idle (18s by default; app adds the subscriptions'
-//     redelivery backoff to the lease: 23s with setup's) have passed since tracking
+//   - lease + transit + idle (18s by default; app's lease is the longer of
+//     15s and the tracking subscription's ack deadline, plus the
+//     subscriptions' redelivery backoff: 23s with setup's) have passed since tracking
 //     began: every message the dead process held has had its lease expire
 //     and the transit to arrive, and one idle period to show;
 //   - for an idle period (2s), the pipeline has held no message published
@@ -137,65 +147,94 @@
 // subscription's retention expired.
 //
 // A restarted tracker may also be redelivered, on the tracking
-// subscription, messages whose ack its predecessor had not sent yet (the
-// client sends acks in batches) while its predecessor's pipeline finished
+// subscription, messages whose ack its predecessor had not sent yet (a
+// Puller acks a batch once it handled all of it) while its predecessor's pipeline finished
 // them: nobody will finish them again. So once the guard has been off for
 // two leases (30s), the messages published before the start that are still
 // pending and that no member holds in flight are forgotten (Stats.Forgotten
 // counts them): the guard's own assumption says they were finished.
 //
 // Right after start, a subscription must stay silent for five idle periods
-// (10s), not one, to count as drained: opening the streams and receiving a
-// first backlog can take seconds.
+// (10s), not one, to count as drained: the first pulls (or opening the
+// streams) and receiving a first backlog can take seconds.
 //
 // # Stream breaks
 //
-// A StreamingPull stream can break without the process dying: a reset
-// connection, a server closing the stream, a network fault. The client
-// library reopens it without a word, but what the server had already sent
-// on the dead stream and the client never handed to the handler stays
-// leased to the dead stream until the lease expires (up to 15s), while the
-// new stream delivers newer messages at once. The tracker's frontier, taken
-// from the ages of fresh deliveries or from silence, would pass those
-// stranded messages, and the main subscription's copies, stranded the same
-// way, would come back behind the watermark. A probe that the subscription
-// exists (the metadata read) proves nothing here, and neither would a
-// synchronous Pull, which cannot see messages leased to a dead stream.
+// The tracking subscription's reader can lose sight of messages for a
+// while without the process dying. app reads it with a source.Puller
+// (unary Pull in large batches): a Pull that fails (a reset connection, an
+// unavailable service, a call that hung) may have leased messages whose
+// answer was lost. Nothing names them, and they come back only once the
+// tracking subscription's ack deadline has passed (10s with setup's),
+// while the next Pull delivers newer messages at once. (With a
+// source.Source, StreamingPull, the same befalls what the server had sent
+// on a stream that broke, until its lease expires: up to 15s.) The
+// tracker's frontier, taken from the ages of fresh deliveries or from
+// silence, would pass those stranded messages, and the main subscription's
+// copies, delayed by the same fault, would come back behind the watermark.
+// A probe that the subscription exists (the metadata read) proves nothing
+// here, and neither would another Pull, which cannot see messages leased
+// to a lost answer.
 //
-// So the tracker is told of breaks: source.StreamWatch, installed on the
-// Pub/Sub client (app does it for the client it creates), counts
-// the open StreamingPull streams of each subscription and notes when one
-// ended while the client still wanted it (Config.Streams). After a break of
-// the tracking subscription's streams at B:
+// So the tracker is told of breaks (Config.Streams; unset, it asks a
+// reader that reports its own, as the Puller does). The Puller reports, in
+// the shape of a source.StreamWatch's state, how many of its pull loops
+// are up (their last Pull did not fail) and when a Pull last failed or
+// hung, or a refused message could not be released (package source,
+// "Puller"). After a break at B:
 //
-//   - until B + lease + transit (16s by default), Tc does not pass
-//     min(Tc at the time the break was noticed, B - transit): whatever was
-//     in flight at B has had its lease run out and the transit to arrive
-//     again before the frontier moves past it. A second break within the
-//     hold extends it and keeps the lower cap;
+//   - until B + lease + transit (16s by default, 21s in app with setup's
+//     subscriptions), Tc does not pass min(Tc at the time the break was
+//     noticed, B - transit): whatever was in flight at B has had its lease
+//     run out and the transit to arrive again before the frontier moves
+//     past it. A second break within the hold extends it and keeps the
+//     lower cap;
 //   - silence counts as an idle topic only from the end of the hold, and
-//     only while at least one stream is open: while none is, messages wait
-//     in the subscription and a subscription that answers probes is not an
-//     empty one.
+//     only while at least one loop (stream) is up: while none is, messages
+//     wait in the subscription and a subscription that answers probes is
+//     not an empty one.
 //
-// The watchdog of the tracking subscription (package source, "Watchdog")
-// ends hung streams itself to reopen them; what the server had sent on them
-// is stranded exactly as on a broken stream, so the watchdog marks a break
-// on the StreamWatch (StreamWatch.MarkBroken) when it ends them and again
-// once they have closed, and the tracker holds as above.
+// On Pub/Sub an idle Pull ends with its deadline (30s by default). That
+// alone is no break, or an idle topic, where every Pull ends so, would
+// hold the watermark for ever (each break within a hold keeps the lower
+// cap). The Puller checks a Pull that timed out with an immediate one: if
+// that fails, or returns a message published before the timed-out Pull
+// began (which that Pull should have returned: it hung), it is a break;
+// otherwise the subscription was idle. What this cannot see is an idle
+// Pull whose answer the service sent in the last moment before its
+// deadline, lost with the call: the tracking copies of the messages
+// published in that moment stay out of sight for an ack deadline, with no
+// break. Then nothing else is wrong (the fault that makes a break costly
+// delays the main subscription too): the main subscription delivers their
+// copies within transit, and once the pipeline finished them they are
+// early messages, which cap Tc until the tracker receives them. The
+// watermark can pass such a message only if the pipeline holds its copy
+// unfinished for longer than transit (a backlog on the main subscription)
+// while the frontier passes it, within that ack deadline.
 //
-// The price: after each break the watermark stops advancing for 16s, then
-// catches up (it never goes back). Real Pub/Sub also ends streams on its
-// own now and then; each such end costs a pause. Breaks of the main subscription alone cost nothing: the tracker
-// has already seen its messages, which stay pending until finished.
+// With a source.Source as the reader, source.StreamWatch, installed on its
+// Pub/Sub client, counts the open StreamingPull streams of each
+// subscription and notes when one ended while the client still wanted it;
+// its watchdog (package source, "Watchdog") ends hung streams itself to
+// reopen them, and marks a break on the StreamWatch (StreamWatch.MarkBroken)
+// when it ends them and again once they have closed.
+//
+// The price: after each break the watermark stops advancing for the hold,
+// then catches up (it never goes back). A Pull fails on Pub/Sub now and
+// then (the client library, which would otherwise retry it unseen, is told
+// not to); each failure costs a pause. Breaks of the main subscription
+// alone cost nothing: the tracker has already seen its messages, which stay
+// pending until finished.
 //
 // # Assumptions
 //
 //   - One member of the pipeline at a time reads the tracking
 //     subscription: the leader (see "Replicas"). A paused leader that wakes
 //     after its lease was taken acks nothing more (it checks its own lease
-//     before each ack), but an ack it was about to send when it paused
-//     may still land, and the new leader never sees that message.
+//     before it accepts each message, and a batch's acks go out within
+//     milliseconds of the last check), but an ack it was about to send
+//     when it paused may still land, and the new leader never sees that
+//     message.
 //   - The tracking subscription is on the same topic as the main one
 //     (checked at start), has no filter the main one lacks, and retains
 //     messages while pubsink is down (Pub/Sub's default retention is 7
@@ -213,11 +252,14 @@
 //     the main subscription, only that it keeps delivering old messages
 //     while it has some: a pause of an idle period with none in flight
 //     ends the guard.)
-//   - A message leased to a process or a stream that died is redelivered
-//     within a lease (Config.Lease) plus transit: pubsink never asks for a
-//     longer lease than source.LeaseExtension (15s) at a time, and app adds
-//     the longest maximum backoff of the two subscriptions' retry policies
-//     (a redelivery after an expired lease waits for it; 5s with setup's).
+//   - A message leased to a process, a stream or a Pull answer that died
+//     is redelivered within a lease (Config.Lease) plus transit: pubsink
+//     never asks for a longer lease than source.LeaseExtension (15s) at a
+//     time on the main subscription, a message pulled from the tracking
+//     subscription is leased for its ack deadline (10s with setup's), app
+//     takes the longer of the two and adds the longest maximum backoff of
+//     the two subscriptions' retry policies (a redelivery after an expired
+//     lease waits for it; 5s with setup's).
 //   - Clocks: publish times are the service's, the tracker's clock is the
 //     host's. Skew adds to transit; NTP-synchronised hosts (Cloud Run, GKE)
 //     are well within it.
@@ -290,17 +332,21 @@
 //     message's event time for ever. The tracker logs a warning once a
 //     minute when the oldest unfinished message is more than 5 minutes old;
 //     Stats reports it.
-//   - The tracking subscription stops delivering while its streams look
-//     open and its metadata still answers (a stuck stream that neither
-//     ends nor errs): if the pipeline keeps finishing messages, the early
-//     messages cap Tc and the watermark holds; if the pipeline receives
-//     nothing either, the topic looks idle and the watermark advances, and
-//     messages published meanwhile may be late when they arrive. If the
-//     service does not answer, the watermark holds.
-//   - Without Config.Streams (a Pub/Sub client given to app
-//     instead of created by it, as in tests) breaks go unnoticed, and
-//     messages stranded on a broken stream may be judged late when they
-//     come back.
+//   - The tracking subscription stops delivering while its reader looks
+//     up and its metadata still answers (Pulls that hang while the
+//     immediate check finds nothing old; with a Source, a stuck stream
+//     that neither ends nor errs): if the pipeline keeps finishing
+//     messages, the early messages cap Tc and the watermark holds; if the
+//     pipeline receives nothing either, the topic looks idle and the
+//     watermark advances, and messages published meanwhile may be late
+//     when they arrive. If the service does not answer, the watermark
+//     holds.
+//   - Every Pull fails (the service or the way to it is down): no loop is
+//     up, so the watermark holds; after source.stall_timeout Stalled
+//     reports it (/healthz fails).
+//   - A source.Source as the reader without Config.Streams (tests): breaks
+//     go unnoticed, and messages stranded on a broken stream may be judged
+//     late when they come back. (app's Puller reports its own.)
 //   - The state table cannot be read at start: the watermark stays unknown
 //     (nothing is judged late) while Run retries; a missing table makes Run
 //     fail. A failed write is retried at the next period; a write cannot

@@ -48,16 +48,20 @@ type Config struct {
 	// how often the tracking subscription is probed while it is silent
 	// (default 1s).
 	StoreEvery time.Duration
-	// Lease is how long a message can stay leased to a process or a
-	// stream that died: the startup guard and the hold after a stream
-	// break wait it out (default source.LeaseExtension).
+	// Lease is how long a message can stay out of sight, leased to a
+	// process that died, a stream that broke or a Pull whose answer was
+	// lost: the startup guard and the hold after a break wait it out
+	// (default source.LeaseExtension; app gives the longer of it and the
+	// tracking subscription's ack deadline, plus the redelivery backoff).
 	Lease time.Duration
 	// Metrics receives the watermark gauge. Required.
 	Metrics *metrics.Pipeline
 	// Streams, if set, reports the state of the tracking subscription's
-	// streams (source.StreamWatch.State): a break holds the tracker's
-	// frontier for Lease + Transit. Without it breaks go unnoticed (see
-	// doc.go, "Failure modes").
+	// reader: its pull loops (source.Puller.State) or streams
+	// (source.StreamWatch.State). A break holds the tracker's frontier for
+	// Lease + Transit. Unset, a reader that reports its own breaks (a
+	// source.Puller) is asked; otherwise breaks go unnoticed (see doc.go,
+	// "Failure modes").
 	Streams func() source.StreamState
 	// Member is this process's member ID (package members): the name it
 	// holds the leader lease and writes its reports under. Required with a
@@ -69,7 +73,7 @@ type Config struct {
 	Peers func() []string
 	// MaxPending bounds the messages the tracker keeps that it received and
 	// the pipeline has not finished (about 13-17 bytes each): at the bound
-	// the tracking handler waits, so the tracking subscription pauses, and
+	// the tracking handler waits, so its pull loop stops pulling, and
 	// the watermark holds (it could not pass the oldest of them anyway)
 	// until the pipeline catches up. Zero: no bound.
 	MaxPending int64
@@ -105,7 +109,7 @@ const storeTimeout = 10 * time.Second
 type Tracker struct {
 	cfg       Config
 	log       *zap.Logger
-	tracking  *source.Source
+	tracking  Reader
 	store     Store
 	probe     func(context.Context) error
 	eventTime *EventTime
@@ -127,7 +131,11 @@ type Tracker struct {
 	// drop under MaxPending; pausedTick says one waited since the last tick.
 	waiting    atomic.Int64
 	pausedTick atomic.Bool
-	takeovers  atomic.Int64
+	// sinceTick counts the tracking deliveries since the last tick, which
+	// that tick's pending count does not hold: with them the MaxPending
+	// bound holds even when a Pull hands over a thousand messages at once.
+	sinceTick atomic.Int64
+	takeovers atomic.Int64
 
 	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
 	published atomic.Int64                             // the watermark (unix ns); never while unknown
@@ -141,10 +149,10 @@ type Tracker struct {
 }
 
 // NewTracker returns the tracker of a pipeline that reads tracking (a
-// source on the tracking subscription) and stores its watermark through
-// state, a client of the state instance (nil with cfg.Store set, or for no
-// storage at all). It does no I/O.
-func NewTracker(tracking *source.Source, state *bigtable.Client, log *zap.Logger, cfg Config) (*Tracker, error) {
+// reader of the tracking subscription; nil for a tracker that never runs)
+// and stores its watermark through state, a client of the state instance
+// (nil with cfg.Store set, or for no storage at all). It does no I/O.
+func NewTracker(tracking Reader, state *bigtable.Client, log *zap.Logger, cfg Config) (*Tracker, error) {
 	if cfg.Metrics == nil {
 		return nil, errors.New("watermark: Config.Metrics is required")
 	}
@@ -166,6 +174,9 @@ func NewTracker(tracking *source.Source, state *bigtable.Client, log *zap.Logger
 	}
 	if cfg.Member == "" {
 		cfg.Member = "tracker"
+	}
+	if r, ok := tracking.(breakReporter); ok && cfg.Streams == nil {
+		cfg.Streams = r.State
 	}
 	t := &Tracker{
 		cfg:       cfg,
@@ -279,8 +290,11 @@ func (t *Tracker) receive(ctx context.Context, m *source.Message) bool {
 	if e == nil || (t.lead != nil && int64(t.cfg.Now().Sub(t.base)) >= t.trustUntil.Load()) {
 		return false
 	}
-	if t.cfg.MaxPending > 0 && e.pendingCount() >= t.cfg.MaxPending && !t.waitForRoom(ctx, e) {
-		return false
+	if t.cfg.MaxPending > 0 {
+		if t.full(e) && !t.waitForRoom(ctx, e) {
+			return false
+		}
+		t.sinceTick.Add(1)
 	}
 	et, err := t.eventTime.Of(m.Attributes, m.PublishTime)
 	if err != nil {
@@ -292,14 +306,16 @@ func (t *Tracker) receive(ctx context.Context, m *source.Message) bool {
 
 // waitForRoom holds a tracking handler until the pending messages are under
 // MaxPending again (the pipeline finished some), so that the tracker's
-// memory stays bounded: the client's flow control then stops the tracking
-// stream, and the message waits here, leased, not lost. While a handler
+// memory stays bounded: its pull loop (or the client's flow control, on a
+// stream) then stops pulling, and the message waits here, not lost (past
+// the ack deadline the rest of its batch is redelivered, which changes
+// nothing: the histogram counts a message once). While a handler
 // waits the tracker's silence is no evidence of an idle topic (step). It
 // returns false if ctx ends first.
 func (t *Tracker) waitForRoom(ctx context.Context, e *estimator) bool {
 	t.waiting.Add(1)
 	defer t.waiting.Add(-1)
-	for e.pendingCount() >= t.cfg.MaxPending {
+	for t.full(e) {
 		t.pausedTick.Store(true)
 		select {
 		case <-ctx.Done():
@@ -308,6 +324,14 @@ func (t *Tracker) waitForRoom(ctx context.Context, e *estimator) bool {
 		}
 	}
 	return true
+}
+
+// full reports whether the tracker holds MaxPending unfinished messages:
+// those of the last tick's count and those delivered since (the finishes
+// since count at the next tick, so a pause may start up to a tick early).
+// Handlers that check at once may each take one more.
+func (t *Tracker) full(e *estimator) bool {
+	return e.pendingCount()+t.sinceTick.Load() >= t.cfg.MaxPending
 }
 
 // Check reads the stored watermark, so that a missing or unreadable state
@@ -570,6 +594,9 @@ func (t *Tracker) step(e *estimator, peers *peerReports) {
 	if t.pausedTick.Swap(false) || t.waiting.Load() > 0 {
 		in.down = true // paused at MaxPending: messages wait in the subscription
 	}
+	// From here the tick's pending count holds what was delivered so far
+	// (what comes during its sweep may count twice: on the safe side).
+	t.sinceTick.Store(0)
 	if wm := e.tick(now, in); wm != never {
 		t.publish(wm)
 	}
@@ -645,7 +672,7 @@ func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
 	}
 	if st.StreamBreaks > w.breaks {
 		w.breaks = st.StreamBreaks
-		t.log.Info("a stream of the tracking subscription broke; the tracker's frontier holds until what it held has been redelivered",
+		t.log.Info("the tracking subscription's reader broke (a failed pull or a broken stream); the tracker's frontier holds until what it held has been redelivered",
 			zap.Time("until", st.HeldUntil))
 	}
 	switch {
@@ -735,11 +762,17 @@ func (t *Tracker) Close(ctx context.Context) error {
 	return t.closeErr
 }
 
-// Stalled reports what the watchdog of the tracking subscription found
-// (source.Source.Stalled): nil unless its streams hung and reopening them
-// did not help. A follower, which does not read the subscription, is never
-// stalled.
-func (t *Tracker) Stalled() error { return t.tracking.Stalled() }
+// Stalled reports the liveness of the tracking subscription's reader
+// (source.Puller.Stalled: nil unless no pull has been answered for the stall
+// timeout; source.Source.Stalled: nil unless its streams hung and
+// reopening them did not help). A follower, which does not read the
+// subscription, is never stalled.
+func (t *Tracker) Stalled() error {
+	if t.tracking == nil {
+		return nil
+	}
+	return t.tracking.Stalled()
+}
 
 // Stats returns the tracker's bookkeeping figures as of the last tick of
 // the latest leading term, for /status, with this member's role.

@@ -41,6 +41,7 @@ func backends(t testing.TB) *fake.Backends {
 // fakePubSub is a pstest server with one topic and two subscriptions on
 // it, main and tracking, as setup creates them.
 type fakePubSub struct {
+	addr            string // of the pstest server
 	client          *pubsub.Client
 	topic           string
 	main, tracking  string
@@ -51,12 +52,13 @@ type fakePubSub struct {
 func newFakePubSub(t testing.TB) *fakePubSub {
 	t.Helper()
 	ctx := context.Background()
-	client, err := backends(t).PubSubClient(ctx, project)
+	b := backends(t)
+	client, err := b.PubSubClient(ctx, project)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	f := &fakePubSub{client: client, topic: "projects/proj/topics/events",
+	f := &fakePubSub{addr: b.PubSub.Addr, client: client, topic: "projects/proj/topics/events",
 		main: "projects/proj/subscriptions/events-main", tracking: "projects/proj/subscriptions/events-tracking"}
 	if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: f.topic}); err != nil {
 		t.Fatal(err)
@@ -105,6 +107,27 @@ func (f *fakePubSub) source(sub string) *source.Source {
 	return source.New(f.client, zap.NewNop(), sub, config.Source{Streams: 2, MaxOutstandingMessages: 1000}, 64<<20)
 }
 
+// puller reads sub as app reads the tracking subscription, in batches of at
+// most batch messages, through client (nil: f's).
+func (f *fakePubSub) puller(sub string, batch int, client *pubsub.Client) *source.Puller {
+	if client == nil {
+		client = f.client
+	}
+	return source.NewPuller(client, zap.NewNop(), sub, source.PullerConfig{Loops: 2, MaxMessages: batch})
+}
+
+// readerKinds name the two kinds of tracking reader the tests run the
+// tracker on: app's Puller, and a Source (StreamingPull).
+var readerKinds = []string{"puller", "source"}
+
+// readers make a reader of the tracking subscription of each kind.
+func (f *fakePubSub) readers() map[string]func() Reader {
+	return map[string]func() Reader{
+		"puller": func() Reader { return f.puller(f.tracking, 0, nil) },
+		"source": func() Reader { return f.source(f.tracking) },
+	}
+}
+
 // newStateTable starts a bttest server with the state table and returns a
 // client of it.
 func newStateTable(t testing.TB) *bigtable.Client {
@@ -147,10 +170,18 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 // last event time minus the band, and be stored; a new tracker on the same
 // state table starts from the stored value.
 func TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores(t *testing.T) {
-	ps := newFakePubSub(t)
+	for _, name := range readerKinds {
+		t.Run(name, func(t *testing.T) {
+			ps := newFakePubSub(t)
+			holdsThenCatchesUpAndStores(t, ps, ps.readers()[name])
+		})
+	}
+}
+
+func holdsThenCatchesUpAndStores(t *testing.T, ps *fakePubSub, reader func() Reader) {
 	bt := newStateTable(t)
 	m := metrics.New().Pipeline("orders")
-	tr, err := NewTracker(ps.source(ps.tracking), bt, zap.NewNop(), fastConfig(m))
+	tr, err := NewTracker(reader(), bt, zap.NewNop(), fastConfig(m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +263,7 @@ func TestTrackerHoldsForAnUnfinishedMessageThenCatchesUpAndStores(t *testing.T) 
 		t.Fatalf("stored %v, want the final watermark %v to the millisecond", stored, final)
 	}
 
-	again, err := NewTracker(ps.source(ps.tracking), bt, zap.NewNop(), fastConfig(metrics.New().Pipeline("orders")))
+	again, err := NewTracker(reader(), bt, zap.NewNop(), fastConfig(metrics.New().Pipeline("orders")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,10 +438,18 @@ func (s blockingStore) Save(ctx context.Context, _ string, _ time.Time) (bool, e
 // and resumes once the pipeline catches up: every message is then seen and
 // the watermark passes them all.
 func TestTheTrackerPausesAtItsPendingBudget(t *testing.T) {
-	ps := newFakePubSub(t)
+	for _, name := range readerKinds {
+		t.Run(name, func(t *testing.T) {
+			ps := newFakePubSub(t)
+			pausesAtThePendingBudget(t, ps, ps.readers()[name]())
+		})
+	}
+}
+
+func pausesAtThePendingBudget(t *testing.T, ps *fakePubSub, reader Reader) {
 	cfg := fastConfig(metrics.New().Pipeline("orders"))
 	cfg.MaxPending = 20
-	tr, err := NewTracker(ps.source(ps.tracking), newStateTable(t), zap.NewNop(), cfg)
+	tr, err := NewTracker(reader, newStateTable(t), zap.NewNop(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

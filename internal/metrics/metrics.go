@@ -50,6 +50,9 @@ type Metrics struct {
 	readyMu sync.Mutex
 	ready   func(ctx context.Context) error
 	reopens *prometheus.CounterVec
+	// trackingErrors counts the failed calls of the tracking subscription's
+	// reader, by method.
+	trackingErrors *prometheus.CounterVec
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
@@ -90,8 +93,9 @@ func New() *Metrics {
 		takeovers:     counter("pubsink_watermark_leader_takeovers_total", "Times this process took the lease of the pipeline's watermark leader.", pl...),
 		dlErrors:      counter("pubsink_dead_letter_errors_total", "Dead-letter sends that failed, by gRPC code (Unknown for a file output's errors); each is retried.", "pipeline", "code"),
 		times:         newTimeCollector(),
-		reopens:       counter("pubsink_source_stream_reopens_total", "Times the watchdog reopened the streams of one of the pipeline's subscriptions (main or tracking): they delivered nothing for source.stall_timeout while messages waited and flow control had room.", pl...),
+		reopens:       counter("pubsink_source_stream_reopens_total", "Times the watchdog reopened the streams of the pipeline's main subscription: they delivered nothing for source.stall_timeout while messages waited and flow control had room.", pl...),
 	}
+	m.trackingErrors = counter("pubsink_tracking_errors_total", "Failed calls of the watermark tracker on the tracking subscription, by method (Pull, Acknowledge, ModifyAckDeadline). A failed Pull, or one that hung, is a break: the watermark holds for the message lease; the messages of a failed Acknowledge come back after the ack deadline, which the tracker ignores.", "pipeline", "method")
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
 	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
 	m.commitLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_commit_latency_seconds", Help: "Time from a message's publication to its commit.", Buckets: latencyBuckets}, pl)
@@ -154,10 +158,19 @@ type Pipeline struct {
 	deadLettered *prometheus.CounterVec
 	sinkErrors   *prometheus.CounterVec
 	dlErrors     *prometheus.CounterVec
+	tracking     *prometheus.CounterVec
 }
+
+// trackingMethods are the calls the tracking subscription's reader makes,
+// the values of pubsink_tracking_errors_total's method label: each series
+// exists from the start, at 0, so that a rate over it is defined.
+var trackingMethods = []string{"Pull", "Acknowledge", "ModifyAckDeadline"}
 
 // Pipeline returns the metrics of the pipeline called name.
 func (m *Metrics) Pipeline(name string) *Pipeline {
+	for _, method := range trackingMethods {
+		m.trackingErrors.WithLabelValues(name, method)
+	}
 	return &Pipeline{
 		Received:         m.received.WithLabelValues(name),
 		Committed:        m.committed.WithLabelValues(name),
@@ -185,6 +198,7 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		times:            m.times,
 		dlErrors:         m.dlErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		StreamReopens:    m.reopens.WithLabelValues(name),
+		tracking:         m.trackingErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		deadLettered:     m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		sinkErrors:       m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
@@ -199,6 +213,12 @@ func (p *Pipeline) DeadLettered(reason string) prometheus.Counter {
 // gRPC code (its name, as codes.Code.String gives it).
 func (p *Pipeline) SinkWriteErrors(code string) prometheus.Counter {
 	return p.sinkErrors.WithLabelValues(code)
+}
+
+// TrackingErrors is the counter of failed calls on the tracking
+// subscription, for one method ("Pull", "Acknowledge", "ModifyAckDeadline").
+func (p *Pipeline) TrackingErrors(method string) prometheus.Counter {
+	return p.tracking.WithLabelValues(method)
 }
 
 // DeadLetterErrors is the counter of failed dead-letter sends, for one
