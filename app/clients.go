@@ -14,6 +14,7 @@ import (
 // (the client libraries read those themselves). The caller closes them.
 
 func openPubSub(ctx context.Context, project string, opts ...option.ClientOption) (*pubsub.Client, error) {
+	opts = append([]option.ClientOption{pubsubCodecOption()}, opts...)
 	c, err := pubsub.NewClient(ctx, project, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub client: %w", err)

@@ -89,6 +89,10 @@ func (b *badInput) Error() string { return string(b.reason) + ": " + b.err.Error
 func (b *badInput) Unwrap() error { return b.err }
 
 // decode fills r from m. A returned error is always a *badInput.
+//
+// It is split in two, with the errors' formatting in functions of their
+// own, to keep each frame small (see Pipeline.process): the event time's
+// parse and the templates' rendering are not on the stack at once.
 func (d *decoder) decode(m *source.Message, r *record) error {
 	et, err := d.eventTime.Of(m.Attributes, m.PublishTime)
 	if err != nil {
@@ -100,15 +104,19 @@ func (d *decoder) decode(m *source.Message, r *record) error {
 	if d.idAttribute != "" {
 		k, ok := m.Attributes[d.idAttribute]
 		if !ok || k == "" {
-			return &badInput{deadletter.MissingField, fmt.Errorf("dedupe attribute %q is missing or empty", d.idAttribute)}
+			return d.missingID()
 		}
 		r.key = k
 	}
+	return d.decodeRow(m, r)
+}
 
+// decodeRow renders the row key and the cells of r, whose event time is set.
+func (d *decoder) decodeRow(m *source.Message, r *record) error {
 	in := template.Input{
 		MessageID:   m.ID,
 		PublishTime: m.PublishTime,
-		EventTime:   et,
+		EventTime:   r.eventTime,
 		Attributes:  m.Attributes,
 		Data:        m.Data,
 	}
@@ -119,50 +127,72 @@ func (d *decoder) decode(m *source.Message, r *record) error {
 		return templateError("row_key", err)
 	}
 	if len(key) == 0 {
-		return &badInput{deadletter.MissingField, errors.New("row_key rendered empty")}
+		return errEmptyRowKey
 	}
 	if d.limits.MaxKeyBytes > 0 && len(key) > d.limits.MaxKeyBytes {
-		return &badInput{deadletter.TooLarge, fmt.Errorf("row key is %d bytes, the sink accepts at most %d", len(key), d.limits.MaxKeyBytes)}
+		return tooLarge("row key is %d bytes, the sink accepts at most %d", len(key), d.limits.MaxKeyBytes)
 	}
 	r.row.Key = key
+	if err := d.decodeCells(m, r, &in); err != nil {
+		return err
+	}
+	r.row.Timestamp = r.eventTime
+	if d.cellTime == config.CellTimePublish {
+		r.row.Timestamp = m.PublishTime
+	}
+	return nil
+}
 
+// decodeCells renders the cells of r, whose row key is set.
+func (d *decoder) decodeCells(m *source.Message, r *record, in *template.Input) error {
 	if len(d.columns) <= len(r.cells) {
 		r.row.Cells = r.cells[:len(d.columns)]
 	} else {
 		r.row.Cells = make([]sinks.Cell, len(d.columns))
 	}
-	size := len(key)
+	size := len(r.row.Key)
 	// buf holds the rendered values of the columns that are not the
 	// payload, one after the other: one allocation for all of them (more
 	// only if it has to grow; earlier values keep the array they were
 	// rendered into).
 	var buf []byte
-	for i, c := range d.columns {
+	for i := range d.columns {
+		c := &d.columns[i]
 		var v []byte
 		if c.payload {
 			v = m.Data
 		} else {
 			start := len(buf)
-			if buf, err = c.tmpl.AppendTo(buf, &in); err != nil {
+			var err error
+			if buf, err = c.tmpl.AppendTo(buf, in); err != nil {
 				return templateError("columns."+c.name, err)
 			}
 			v = buf[start:len(buf):len(buf)]
 		}
 		if d.limits.MaxCellBytes > 0 && len(v) > d.limits.MaxCellBytes {
-			return &badInput{deadletter.TooLarge, fmt.Errorf("column %s is %d bytes, the sink accepts at most %d", c.name, len(v), d.limits.MaxCellBytes)}
+			return cellTooLarge(c.name, len(v), d.limits.MaxCellBytes)
 		}
 		size += len(c.name) + len(v)
 		r.row.Cells[i] = sinks.Cell{Column: c.name, Value: v}
 	}
 	if d.limits.MaxRowBytes > 0 && size > d.limits.MaxRowBytes {
-		return &badInput{deadletter.TooLarge, fmt.Errorf("row is %d bytes, the sink accepts at most %d", size, d.limits.MaxRowBytes)}
-	}
-
-	r.row.Timestamp = et
-	if d.cellTime == config.CellTimePublish {
-		r.row.Timestamp = m.PublishTime
+		return tooLarge("row is %d bytes, the sink accepts at most %d", size, d.limits.MaxRowBytes)
 	}
 	return nil
+}
+
+var errEmptyRowKey = &badInput{deadletter.MissingField, errors.New("row_key rendered empty")}
+
+func (d *decoder) missingID() error {
+	return &badInput{deadletter.MissingField, fmt.Errorf("dedupe attribute %q is missing or empty", d.idAttribute)}
+}
+
+func tooLarge(format string, n, limit int) error {
+	return &badInput{deadletter.TooLarge, fmt.Errorf(format, n, limit)}
+}
+
+func cellTooLarge(column string, n, limit int) error {
+	return &badInput{deadletter.TooLarge, fmt.Errorf("column %s is %d bytes, the sink accepts at most %d", column, n, limit)}
 }
 
 // templateError maps a template failure to its dead-letter reason.

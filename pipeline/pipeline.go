@@ -90,65 +90,118 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 
 // process runs the stages in order: decode, dedupe, late check, write,
 // commit. Each stage either passes the message on or ends it in an outcome.
+//
+// The path of a message that is written is kept to small frames, every
+// stage that it does not need (a retry, a dead letter, the dedupe of
+// exactly_once mode) in a function of its own: the Pub/Sub client runs each
+// callback in a new goroutine, whose stack starts small and is copied to a
+// larger one when a call goes past it, once per message.
 func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Outcome {
 	if err := p.decoder.decode(m, r); err != nil {
-		var bad *badInput
-		errors.As(err, &bad)
-		return p.deadLetter(ctx, m, r, bad.reason, bad.err)
+		return p.badInput(ctx, m, r, err)
 	}
-
-	// The key is held from here until process returns: Commit ends the
-	// hold on the success path, and the deferred Release (which does
-	// nothing after Commit) on every other.
-	var claim dedupe.Claim
-	defer func() { claim.Release() }() // a closure: claim is set below
 	if p.deps.Dedupe != nil {
-		var dup bool
-		err := p.retry.Do(ctx, transient(ctx), func() (err error) {
-			claim, dup, err = p.deps.Dedupe.Claim(ctx, r.key, m.ID)
-			return err
-		}, p.logRetry(m, "dedupe lookup"))
-		if err != nil {
-			return Retry
-		}
-		if dup {
-			return Duplicate
-		}
+		return p.processClaimed(ctx, m, r)
 	}
-
-	// Lateness is judged after dedupe: a redelivery of a committed message
-	// is a duplicate, however far the watermark has moved since.
+	// at_least_once: what store does, in place, for one frame less on the
+	// stack of the write.
 	if p.isLate(r.eventTime) {
-		p.deps.Metrics.Late.Inc()
-		switch p.cfg.Watermark.LateData {
-		case config.LateDrop:
-			return Dropped
-		case config.LateDeadLetter:
-			return p.deadLetter(ctx, m, r, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano)))
+		if out, done := p.late(ctx, m, r); done {
+			return out
 		}
 	}
-
-	err := p.retry.Do(ctx, transient(ctx), func() error {
-		return p.deps.Sink.Write(ctx, &r.row)
-	}, p.logRetry(m, "sink write"))
-	if err != nil {
-		if sinks.IsRejected(err) {
-			return p.deadLetter(ctx, m, r, deadletter.SinkRejected, err)
-		}
-		return Retry
-	}
-
-	if claim.Held() {
-		// The row is durable; now the key. If recording it fails for good,
-		// the message is redelivered and rewrites the same cells: harmless.
-		err := p.retry.Do(ctx, transient(ctx), func() error {
-			return claim.Commit(ctx)
-		}, p.logRetry(m, "dedupe commit"))
-		if err != nil {
-			return Retry
-		}
+	if err := p.deps.Sink.Write(ctx, &r.row); err != nil {
+		return p.writeFailed(ctx, m, r, err)
 	}
 	return Committed
+}
+
+// badInput dead-letters a message that decode refused with err.
+func (p *Pipeline) badInput(ctx context.Context, m *source.Message, r *record, err error) Outcome {
+	var bad *badInput
+	errors.As(err, &bad)
+	return p.deadLetter(ctx, m, r, bad.reason, bad.err)
+}
+
+// processClaimed is the rest of process in exactly_once mode: dedupe, then
+// store, then commit. The key is held from the claim until it returns:
+// Commit ends the hold on the success path, and the deferred Release (which
+// does nothing after Commit) on every other.
+func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *record) Outcome {
+	var claim dedupe.Claim
+	defer func() { claim.Release() }() // a closure: claim is set below
+	var dup bool
+	err := p.retry.Do(ctx, transient(ctx), func() (err error) {
+		claim, dup, err = p.deps.Dedupe.Claim(ctx, r.key, m.ID)
+		return err
+	}, p.logRetry(m, "dedupe lookup"))
+	if err != nil {
+		return Retry
+	}
+	if dup {
+		return Duplicate
+	}
+	if out := p.store(ctx, m, r); out != Committed || !claim.Held() {
+		return out
+	}
+	// The row is durable; now the key. If recording it fails for good, the
+	// message is redelivered and rewrites the same cells: harmless.
+	err = p.retry.Do(ctx, transient(ctx), func() error {
+		return claim.Commit(ctx)
+	}, p.logRetry(m, "dedupe commit"))
+	if err != nil {
+		return Retry
+	}
+	return Committed
+}
+
+// store is the late check and the write of exactly_once mode (process does
+// the same in place in at_least_once mode): Committed once the row is
+// durable in the sink; its key is still to be committed.
+//
+// Lateness is judged after dedupe: a redelivery of a committed message is a
+// duplicate, however far the watermark has moved since.
+func (p *Pipeline) store(ctx context.Context, m *source.Message, r *record) Outcome {
+	if p.isLate(r.eventTime) {
+		if out, done := p.late(ctx, m, r); done {
+			return out
+		}
+	}
+	// The first attempt is a plain call; only a failure enters the retries.
+	if err := p.deps.Sink.Write(ctx, &r.row); err != nil {
+		return p.writeFailed(ctx, m, r, err)
+	}
+	return Committed
+}
+
+// late counts a late message and applies late_data to it: it returns the
+// outcome and true, or false when the message is to be written as any other
+// (accept).
+func (p *Pipeline) late(ctx context.Context, m *source.Message, r *record) (Outcome, bool) {
+	p.deps.Metrics.Late.Inc()
+	switch p.cfg.Watermark.LateData {
+	case config.LateDrop:
+		return Dropped, true
+	case config.LateDeadLetter:
+		return p.deadLetter(ctx, m, r, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano))), true
+	}
+	return 0, false
+}
+
+// writeFailed retries the write of the row whose first attempt failed with
+// err, and returns Committed once it is durable; a rejection is
+// dead-lettered.
+func (p *Pipeline) writeFailed(ctx context.Context, m *source.Message, r *record, err error) Outcome {
+	err = p.retry.Retry(ctx, transient(ctx), err, func() error {
+		return p.deps.Sink.Write(ctx, &r.row)
+	}, p.logRetry(m, "sink write"))
+	switch {
+	case err == nil:
+		return Committed
+	case sinks.IsRejected(err):
+		return p.deadLetter(ctx, m, r, deadletter.SinkRejected, err)
+	}
+	return Retry
 }
 
 // isLate reports whether an event time is behind the watermark by more than

@@ -172,7 +172,7 @@ func (s *Source) receive(ctx, workCtx context.Context, h Handler, g *generation)
 		defer g.ended(held)
 		// The callback's own context ends with receiveCtx; the outcome of a
 		// message already received must not be cut short by that.
-		m := Message{
+		m := &Message{
 			ID:          pm.ID,
 			Data:        pm.Data,
 			Attributes:  pm.Attributes,
@@ -185,7 +185,7 @@ func (s *Source) receive(ctx, workCtx context.Context, h Handler, g *generation)
 		}
 		// Ack and nack happen here, inside the callback: the client's flow
 		// control counts a message as outstanding until the callback returns.
-		if h(workCtx, &m) {
+		if h(workCtx, m) {
 			pm.Ack()
 		} else {
 			pm.Nack()

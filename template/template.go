@@ -245,6 +245,12 @@ func (t *Template) Render(in *Input) (string, error) {
 			return v, nil
 		}
 	}
+	return t.render(in)
+}
+
+// render is Render but for its lone placeholders, apart so that their path
+// does not carry its buffer on the stack.
+func (t *Template) render(in *Input) (string, error) {
 	var buf [128]byte
 	b, err := t.AppendTo(buf[:0], in)
 	if err != nil {

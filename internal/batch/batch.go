@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,7 +82,8 @@ type Batcher[T any] struct {
 }
 
 // batch is the one allocation made per batch (besides its backing array,
-// done channel and timer): callers keep a pointer to it and an index.
+// done and wake channels and timer): callers keep a pointer to it and an
+// index.
 type batch[T any] struct {
 	items []T
 	bytes int
@@ -90,6 +92,19 @@ type batch[T any] struct {
 	timer *time.Timer
 	done  chan struct{} // closed after errs is set
 	errs  []error       // nil, or one per item
+
+	// The callers of a batch nearly always share one context (the
+	// pipeline's work context), whose Done channel is shared by every
+	// caller of every batch: if each of them selected on it and on done,
+	// each would lock that one channel twice, and queue on it, for the
+	// batch's few milliseconds. Instead the first caller whose context can
+	// end watches it for the batch (see wait): its Done channel is watched,
+	// and the callers whose Done channel is the same one wait on wake
+	// alone, which is closed once done is, or once the watcher saw the
+	// context end. Set with mu while the batch takes items.
+	watched <-chan struct{}
+	wake    chan struct{}
+	woken   atomic.Bool // wake is closed
 }
 
 // New returns a Batcher that calls flush for each batch. Close it to flush
@@ -123,11 +138,24 @@ func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// Queuing and waiting are apart so that their frames are not on the
+	// stack at once: callers may run on small goroutine stacks (the
+	// Bigtable sink's, in a callback of the Pub/Sub client).
+	bt, i, w, err := b.queue(ctx, item, size)
+	if err != nil {
+		return err
+	}
+	return bt.wait(ctx, i, w)
+}
+
+// queue adds item to the current batch, once there is room, and returns the
+// batch, the item's index in it and how its caller is to wait.
+func (b *Batcher[T]) queue(ctx context.Context, item T, size int) (*batch[T], int, waiter, error) {
 	b.mu.Lock()
 	for {
 		if b.closed {
 			b.mu.Unlock()
-			return ErrClosed
+			return nil, 0, 0, ErrClosed
 		}
 		cur := b.cur
 		if cur == nil {
@@ -152,7 +180,7 @@ func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
 		select {
 		case <-space:
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, 0, 0, ctx.Err()
 		}
 		b.mu.Lock()
 	}
@@ -160,17 +188,70 @@ func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
 	i := len(bt.items)
 	bt.items = append(bt.items, item)
 	bt.bytes += size
+	w := alone
+	if done := ctx.Done(); done != nil {
+		switch {
+		case bt.watched == nil:
+			bt.watched, bt.wake = done, make(chan struct{})
+			w = watcher
+		case bt.watched == done:
+			w = watched
+		default:
+			w = other
+		}
+	}
 	if (b.maxItems > 0 && len(bt.items) >= b.maxItems) || (b.maxBytes > 0 && bt.bytes >= b.maxBytes) {
 		b.markFull(bt)
 	} else if bt.ready {
 		b.dispatch()
 	}
 	b.mu.Unlock()
+	return bt, i, w, nil
+}
 
+// How a caller of Add waits for its batch (batch.wait).
+type waiter uint8
+
+const (
+	alone   waiter = iota // its ctx cannot end: it waits for done
+	watcher               // it watches its ctx for the batch: done or ctx
+	watched               // its ctx's Done is the watcher's: it waits for wake
+	other                 // another ctx: done or its ctx
+)
+
+// wait blocks until the batch was flushed or ctx ended, and returns the
+// item's error or ctx.Err(). If both happened, the item's error wins.
+func (bt *batch[T]) wait(ctx context.Context, i int, w waiter) error {
+	switch w {
+	case alone:
+		<-bt.done
+		return bt.err(i)
+	case watched:
+		<-bt.wake
+		select {
+		case <-bt.done:
+			return bt.err(i)
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A context whose Done channel closed but whose Err is nil
+		// breaks the contract of context.Context; wait on its own.
+	}
+	return bt.waitCtx(ctx, i, w == watcher)
+}
+
+// waitCtx is wait for a caller that selects on its own ctx; the watcher
+// wakes the callers that share its ctx when it ends.
+func (bt *batch[T]) waitCtx(ctx context.Context, i int, watcher bool) error {
 	select {
 	case <-bt.done:
 		return bt.err(i)
 	case <-ctx.Done():
+		if watcher {
+			bt.wakeAll()
+		}
 		// Prefer the result if it arrived at the same time.
 		select {
 		case <-bt.done:
@@ -178,6 +259,13 @@ func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
 		default:
 			return ctx.Err()
 		}
+	}
+}
+
+// wakeAll releases the callers waiting on wake, once.
+func (bt *batch[T]) wakeAll() {
+	if bt.wake != nil && bt.woken.CompareAndSwap(false, true) {
+		close(bt.wake)
 	}
 }
 
@@ -338,6 +426,7 @@ func (b *Batcher[T]) flushOne(bt *batch[T]) {
 	clear(bt.items)
 	bt.items = nil
 	close(bt.done)
+	bt.wakeAll()
 }
 
 func (bt *batch[T]) fits(b *Batcher[T], size int) bool {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -240,6 +241,74 @@ func TestAddReturnsWhenItsCtxEndsButTheItemIsStillFlushed(t *testing.T) {
 	if got := r.all(); !slices.Equal(got, []int{7}) {
 		t.Errorf("flushed %v, want [7]: a queued item is written even if its caller left", got)
 	}
+}
+
+func TestCallersSharingACtxReturnWhenItEnds(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var r recorder
+	b := New(Config{MaxItems: 10, MaxDelay: time.Hour}, func(ctx context.Context, items []int) []error {
+		close(started)
+		<-release
+		return r.flush(ctx, items)
+	})
+	type key struct{}
+	ctx, cancel := context.WithCancel(t.Context())
+	errs := make(chan error, 10)
+	for i := range 10 {
+		c := ctx
+		if i%2 == 1 {
+			c = context.WithValue(ctx, key{}, i) // the same Done channel
+		}
+		go func() { errs <- b.Add(c, i, 1) }()
+	}
+	<-started // all ten queued: the batch went
+	cancel()
+	for range 10 {
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Add = %v, want context.Canceled", err)
+		}
+	}
+	close(release)
+	closeOK(t, b)
+	if got := r.all(); !slices.Equal(got, seq(0, 10)) {
+		t.Errorf("flushed %v, want 0..9: queued items are written even if their callers left", got)
+	}
+}
+
+func TestACallerWhoseCtxEndsLeavesTheOthersWaiting(t *testing.T) {
+	release := make(chan struct{})
+	var r recorder
+	b := New(Config{MaxItems: 3, MaxDelay: time.Hour}, func(ctx context.Context, items []int) []error {
+		<-release
+		return r.flush(ctx, items)
+	})
+	first, cancelFirst := context.WithCancel(t.Context()) // watches the batch
+	defer cancelFirst()
+	second, cancelSecond := context.WithCancel(t.Context())
+	errs := make([]chan error, 3)
+	for i, ctx := range []context.Context{first, second, first} {
+		errs[i] = make(chan error, 1)
+		go func() { errs[i] <- b.Add(ctx, i, 1) }()
+		waitFor(t, func() bool { return b.curLen() == i+1 || i == 2 })
+	}
+	cancelSecond()
+	if err := <-errs[1]; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Add with the cancelled ctx = %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-errs[0]:
+		t.Fatalf("Add with a live ctx returned %v before its batch was flushed", err)
+	case err := <-errs[2]:
+		t.Fatalf("Add with a live ctx returned %v before its batch was flushed", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	for _, i := range []int{0, 2} {
+		if err := <-errs[i]; err != nil {
+			t.Fatalf("Add %d = %v, want nil", i, err)
+		}
+	}
+	closeOK(t, b)
 }
 
 func TestAddWithAnEndedCtxQueuesNothing(t *testing.T) {
@@ -509,16 +578,29 @@ func BenchmarkAdd(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		cfg  Config
+		work bool
 	}{
-		{"items=100/delay=1ms", Config{MaxItems: 100, MaxDelay: time.Millisecond}},
-		{"items=500/delay=0", Config{MaxItems: 500}},
+		{"items=100/delay=1ms", Config{MaxItems: 100, MaxDelay: time.Millisecond}, false},
+		{"items=500/delay=0", Config{MaxItems: 500}, false},
+		{"items=500/delay=20ms/ctx=work", Config{MaxItems: 500, MaxDelay: 20 * time.Millisecond}, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			bt := New(c.cfg, func(context.Context, []int) []error { return nil })
-			b.SetParallelism(64) // 64 callers per GOMAXPROCS
+			ctx := context.Background()
+			parallelism := 64 // callers per GOMAXPROCS
+			if c.work {
+				// As the pipeline calls it: 1000 callers, all with the
+				// work context, which can end.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+				defer cancel()
+				parallelism = 500
+			}
+			b.SetParallelism(parallelism)
 			b.ReportAllocs()
+			cpu := processCPU()
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
 				for pb.Next() {
 					if err := bt.Add(ctx, 1, 8); err != nil {
 						b.Error(err)
@@ -527,11 +609,23 @@ func BenchmarkAdd(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			// On a shared machine the CPU time of the process per Add says
+			// more than the wall time per Add.
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 			if err := bt.Close(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 		})
 	}
+}
+
+// processCPU is the user and system time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 }
 
 func TestCloseWithNothingPendingSucceedsAfterItsDeadline(t *testing.T) {

@@ -7,6 +7,7 @@
 //
 // # Guarantees
 //
-// Do never sleeps past the end of its context and never calls op again
-// once op succeeded or failed with an error the classifier rejects.
+// Do (and Retry, which is Do after a first attempt the caller made) never
+// sleeps past the end of its context and never calls op again once op
+// succeeded or failed with an error the classifier rejects.
 package retry

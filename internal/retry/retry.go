@@ -26,8 +26,16 @@ var Default = Policy{Initial: 50 * time.Millisecond, Max: 10 * time.Second}
 // onRetry, if not nil, is called before each wait with the attempt number
 // (1 for the first retry) and the error that caused it.
 func (p Policy) Do(ctx context.Context, retryable func(error) bool, op func() error, onRetry func(attempt int, err error)) error {
+	return p.Retry(ctx, retryable, op(), op, onRetry)
+}
+
+// Retry is Do after its first call of op, which the caller made itself and
+// which returned err: it returns err at once if it is nil or not retryable,
+// and otherwise waits and calls op again exactly as Do would. A hot path
+// calls op directly and Retry only when it failed, so that its success
+// costs no closure and no frame of Do.
+func (p Policy) Retry(ctx context.Context, retryable func(error) bool, err error, op func() error, onRetry func(attempt int, err error)) error {
 	for attempt := 1; ; attempt++ {
-		err := op()
 		if err == nil || !retryable(err) {
 			return err
 		}
@@ -44,6 +52,7 @@ func (p Policy) Do(ctx context.Context, retryable func(error) bool, op func() er
 			return err
 		case <-t.C:
 		}
+		err = op()
 	}
 }
 

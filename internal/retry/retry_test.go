@@ -76,3 +76,31 @@ func TestWaitIsCappedAndJittered(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryContinuesAFailedFirstAttempt(t *testing.T) {
+	p := Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+	retryable := func(err error) bool { return errors.Is(err, errBlip) }
+	calls, retries := 0, 0
+	err := p.Retry(context.Background(), retryable, errBlip, func() error {
+		calls++
+		if calls < 3 {
+			return errBlip
+		}
+		return nil
+	}, func(attempt int, err error) {
+		retries++
+		if attempt != retries {
+			t.Errorf("onRetry(%d) on retry %d: the caller's attempt is the first", attempt, retries)
+		}
+	})
+	if err != nil || calls != 3 || retries != 3 {
+		t.Fatalf("err=%v calls=%d retries=%d, want nil 3 3", err, calls, retries)
+	}
+	for _, first := range []error{nil, errFatal} {
+		calls := 0
+		err := p.Retry(context.Background(), retryable, first, func() error { calls++; return nil }, nil)
+		if err != first || calls != 0 {
+			t.Fatalf("Retry after %v: err=%v calls=%d, want %v and no call", first, err, calls, first)
+		}
+	}
+}

@@ -68,7 +68,7 @@ type Sink struct {
 	family    string
 	log       *zap.Logger
 	metrics   Metrics
-	batcher   *batch.Batcher[entry]
+	batcher   *batch.Batcher[*entry]
 	timeout   time.Duration // applyTimeout; shorter in tests
 
 	// fault is the table or family found missing, while it lasts: see
@@ -88,10 +88,29 @@ type Metrics struct {
 	WriteErrors func(code string) prometheus.Counter
 }
 
-// entry is one row ready for ApplyBulk.
+// entry is one row ready for ApplyBulk: its key, family and cell timestamp,
+// and its cells, whose values are one copy of the row's. Its mutation is
+// built by the flush (mutation), on the batcher's goroutine: the writers'
+// goroutines are the Pub/Sub client's, one per message, whose stacks start
+// small and grow (a copy of the stack) when a call goes past them, and the
+// allocations of a mutation go deep into the runtime. The batcher holds
+// pointers, so that Write passes one word down to the batch.
 type entry struct {
-	key string
-	mut *cbt.Mutation
+	key    string
+	family string
+	ts     cbt.Timestamp
+	cell   sinks.Cell   // the first cell: a row has at least one
+	more   []sinks.Cell // the others
+}
+
+// mutation is the entry's mutation: one SetCell per cell.
+func (e *entry) mutation() *cbt.Mutation {
+	mut := cbt.NewMutation()
+	mut.Set(e.family, e.cell.Column, e.ts, e.cell.Value)
+	for _, c := range e.more {
+		mut.Set(e.family, c.Column, e.ts, c.Value)
+	}
+	return mut
 }
 
 // New returns a sink writing to table cfg.Table, column family
@@ -132,16 +151,28 @@ func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, m *Metrics) *Sink
 // an error wrapping sinks.ErrClosed after Close; any other error is
 // transient. Write is safe for concurrent use and does not retain row.
 func (s *Sink) Write(ctx context.Context, row *sinks.Row) error {
+	// The errors are made apart, so that the frames on the path of a row
+	// that is written stay small (the pipeline calls Write from a goroutine
+	// of the Pub/Sub client's, whose stack starts small).
 	e, err := newEntry(row, s.family)
 	if err != nil {
-		s.log.Debug("row rejected before writing", zap.String("key", row.Key), zap.Error(err))
-		return err
+		return s.rejected(row, err)
 	}
-	err = s.batcher.Add(ctx, e, row.Size())
-	if errors.Is(err, batch.ErrClosed) {
-		return fmt.Errorf("bigtable table %q: %w", s.tableName, sinks.ErrClosed)
+	if err = s.batcher.Add(ctx, e, row.Size()); err != nil && errors.Is(err, batch.ErrClosed) {
+		return s.closed()
 	}
 	return err
+}
+
+// rejected logs and returns err, newEntry's rejection of row.
+func (s *Sink) rejected(row *sinks.Row, err error) error {
+	s.log.Debug("row rejected before writing", zap.String("key", row.Key), zap.Error(err))
+	return err
+}
+
+// closed is the error of a Write after Close.
+func (s *Sink) closed() error {
+	return fmt.Errorf("bigtable table %q: %w", s.tableName, sinks.ErrClosed)
 }
 
 // Close applies the rows already queued and waits for the calls in flight.
@@ -182,62 +213,79 @@ func (s *Sink) checkTable(ctx context.Context) error {
 	}
 }
 
-// newEntry checks row against Bigtable's limits and builds its mutation.
-// The values are copied, so that a row queued by a writer whose ctx ended
-// cannot change under the batch.
-func newEntry(row *sinks.Row, family string) (entry, error) {
-	reject := func(format string, args ...any) (entry, error) {
-		return entry{}, &sinks.RejectedError{Err: fmt.Errorf(format, args...)}
+// newEntry checks row against Bigtable's limits and makes its entry. The
+// values are copied, so that a row queued by a writer whose ctx ended cannot
+// change under the batch.
+func newEntry(row *sinks.Row, family string) (*entry, error) {
+	ts, total, err := checkRow(row)
+	if err != nil {
+		return nil, err
 	}
+	e := &entry{key: row.Key, family: family, ts: ts}
+	if len(row.Cells) > 1 {
+		e.more = make([]sinks.Cell, len(row.Cells)-1)
+	}
+	buf := make([]byte, total) // one copy of every value, one allocation
+	for i, c := range row.Cells {
+		n := copy(buf, c.Value)
+		c.Value, buf = buf[:n:n], buf[n:]
+		if i == 0 {
+			e.cell = c
+		} else {
+			e.more[i-1] = c
+		}
+	}
+	return e, nil
+}
+
+// checkRow checks row against Bigtable's limits, and returns the timestamp
+// of its cells and the size of its values, or a *sinks.RejectedError.
+func checkRow(row *sinks.Row) (ts cbt.Timestamp, total int, err error) {
 	switch {
 	case row.Key == "":
-		return reject("bigtable: empty row key")
+		return 0, 0, rejectRow("bigtable: empty row key")
 	case len(row.Key) > MaxKeyBytes:
-		return reject("bigtable: row key of %d bytes is over the limit of %d", len(row.Key), MaxKeyBytes)
+		return 0, 0, rejectRow("bigtable: row key of %d bytes is over the limit of %d", len(row.Key), MaxKeyBytes)
 	case len(row.Cells) == 0:
-		return reject("bigtable: row has no cells")
+		return 0, 0, rejectRow("bigtable: row has no cells")
 	case len(row.Cells) > MaxCells:
-		return reject("bigtable: row has %d cells, over the limit of %d mutations per request", len(row.Cells), MaxCells)
+		return 0, 0, rejectRow("bigtable: row has %d cells, over the limit of %d mutations per request", len(row.Cells), MaxCells)
 	}
 	// Explicit, millisecond-aligned timestamps make the write idempotent:
 	// writing it again replaces the same cell version. UnixMicro rather than
 	// cbt.Time, whose UnixNano overflows outside 1678-2262.
-	ts := cbt.Timestamp(row.Timestamp.UnixMicro()).TruncateToMilliseconds()
+	ts = cbt.Timestamp(row.Timestamp.UnixMicro()).TruncateToMilliseconds()
 	if ts < 0 {
 		// Negative timestamps are invalid, and -1 would mean server time.
-		return reject("bigtable: cell timestamp %s is before 1970", row.Timestamp.UTC().Format(time.RFC3339Nano))
+		return 0, 0, rejectRow("bigtable: cell timestamp %s is before 1970", row.Timestamp.UTC().Format(time.RFC3339Nano))
 	}
-	total := 0
 	for _, c := range row.Cells {
 		switch {
 		case len(c.Column) > MaxQualifierBytes:
-			return reject("bigtable: column qualifier of %d bytes is over the limit of %d", len(c.Column), MaxQualifierBytes)
+			return 0, 0, rejectRow("bigtable: column qualifier of %d bytes is over the limit of %d", len(c.Column), MaxQualifierBytes)
 		case len(c.Value) > MaxCellBytes:
-			return reject("bigtable: value of column %q has %d bytes, over the limit of %d", c.Column, len(c.Value), MaxCellBytes)
+			return 0, 0, rejectRow("bigtable: value of column %q has %d bytes, over the limit of %d", c.Column, len(c.Value), MaxCellBytes)
 		}
 		total += len(c.Value)
 	}
 	if total > MaxRowBytes {
-		return reject("bigtable: row values total %d bytes, over the limit of %d", total, MaxRowBytes)
+		return 0, 0, rejectRow("bigtable: row values total %d bytes, over the limit of %d", total, MaxRowBytes)
 	}
+	return ts, total, nil
+}
 
-	buf := make([]byte, total) // one copy of every value, one allocation
-	mut := cbt.NewMutation()
-	for _, c := range row.Cells {
-		n := copy(buf, c.Value)
-		mut.Set(family, c.Column, ts, buf[:n:n])
-		buf = buf[n:]
-	}
-	return entry{key: row.Key, mut: mut}, nil
+// rejectRow is the rejection of a row that can never be written.
+func rejectRow(format string, args ...any) error {
+	return &sinks.RejectedError{Err: fmt.Errorf(format, args...)}
 }
 
 // flush is the batcher's FlushFunc: one ApplyBulk for the batch, then the
 // per-entry results classified, and the rows not written counted.
-func (s *Sink) flush(ctx context.Context, es []entry) []error {
+func (s *Sink) flush(ctx context.Context, es []*entry) []error {
 	keys := make([]string, len(es))
 	muts := make([]*cbt.Mutation, len(es))
-	for i, e := range es {
-		keys[i], muts[i] = e.key, e.mut
+	for i := range es {
+		keys[i], muts[i] = es[i].key, es[i].mutation()
 	}
 	errs, err := s.apply(ctx, keys, muts)
 	var out []error
@@ -248,7 +296,7 @@ func (s *Sink) flush(ctx context.Context, es []entry) []error {
 		s.schemaUsable()
 		return nil
 	default:
-		out = s.classifyEntries(ctx, es, errs)
+		out = s.classifyEntries(ctx, keys, muts, errs)
 	}
 	s.countErrors(out)
 	return out
@@ -293,8 +341,8 @@ func (s *Sink) callFailed(rows int, err error) []error {
 // When nothing in the batch was written and an entry failed with a code a
 // missing family may cause, the probe runs first too: if it fails, no row is
 // at fault, and none is retried alone.
-func (s *Sink) classifyEntries(ctx context.Context, es []entry, errs []error) []error {
-	out := make([]error, len(es))
+func (s *Sink) classifyEntries(ctx context.Context, keys []string, muts []*cbt.Mutation, errs []error) []error {
+	out := make([]error, len(keys))
 	written, suspect := false, false
 	for i, err := range errs {
 		if err == nil {
@@ -318,7 +366,7 @@ func (s *Sink) classifyEntries(ctx context.Context, es []entry, errs []error) []
 			continue
 		}
 		var again bool
-		if again, out[i] = s.retryAlone(ctx, es[i], err); again {
+		if again, out[i] = s.retryAlone(ctx, keys[i], muts[i], err); again {
 			refused = append(refused, i)
 		}
 	}
@@ -329,7 +377,7 @@ func (s *Sink) classifyEntries(ctx context.Context, es []entry, errs []error) []
 		return notTheRows(out, err)
 	}
 	for _, i := range refused {
-		out[i] = s.reject(es[i], out[i])
+		out[i] = s.reject(keys[i], out[i])
 	}
 	return out
 }
@@ -346,12 +394,13 @@ func notTheRows(out []error, schemaErr error) []error {
 	return out
 }
 
-// retryAlone applies e in an ApplyBulk of its own after it failed with
-// first, a permanent code, in a batch. It returns a nil error when the row
-// was written; refused reports that it was refused again with a permanent
-// code, which makes it a rejection once the schema is proven usable.
-func (s *Sink) retryAlone(ctx context.Context, e entry, first error) (refused bool, err error) {
-	errs, err := s.apply(ctx, []string{e.key}, []*cbt.Mutation{e.mut})
+// retryAlone applies the row key's mutation in an ApplyBulk of its own
+// after it failed with first, a permanent code, in a batch. It returns a nil
+// error when the row was written; refused reports that it was refused again
+// with a permanent code, which makes it a rejection once the schema is
+// proven usable.
+func (s *Sink) retryAlone(ctx context.Context, key string, mut *cbt.Mutation, first error) (refused bool, err error) {
+	errs, err := s.apply(ctx, []string{key}, []*cbt.Mutation{mut})
 	switch {
 	case err != nil:
 		// The call failed as a whole: transient, whatever its code.
@@ -365,10 +414,11 @@ func (s *Sink) retryAlone(ctx context.Context, e entry, first error) (refused bo
 	return false, fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), err)
 }
 
-// reject turns err, a refusal proven to be the row's own, into a rejection.
-func (s *Sink) reject(e entry, err error) error {
+// reject turns err, a refusal proven to be the row key's own, into a
+// rejection.
+func (s *Sink) reject(key string, err error) error {
 	s.log.Info("Bigtable rejected a row, also alone", zap.Stringer("code", status.Code(err)))
-	s.log.Debug("rejected row", zap.String("key", e.key), zap.Error(err))
+	s.log.Debug("rejected row", zap.String("key", key), zap.Error(err))
 	return &sinks.RejectedError{Err: err}
 }
 
