@@ -144,7 +144,8 @@
 // writes carries one more row, dedupe#PIPELINE#~j#..., whose one cell
 // lists the 64-bit hashes of the keys the batch claims or records, at the
 // batch's latest cell time; a conditional claim, made apart from the
-// batches, puts its key in the next batch's journal row before Claim
+// batches, puts its key in a journal row of its own batches (gathered
+// for 5 ms, since they come one per conditional mutation) before Claim
 // returns. A claim or record counts as durable only if its journal row
 // was written too, so the journal rows of the window hold every key that a
 // claim or record of the window names. Reading them is a few thousand rows
