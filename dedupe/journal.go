@@ -162,36 +162,14 @@ func (d *Keys) markJournal(ctx context.Context) error {
 }
 
 // rebuildFromJournal adds to the filters every key of the journal rows
-// written within the window.
+// written within the window, and returns how many entries it read.
 func (d *Keys) rebuildFromJournal(ctx context.Context, since bigtable.Timestamp) (int64, error) {
-	var keys int64
-	pending := make([]struct {
-		h  hashes
-		ns int64
-	}, 0, rebuildChunk)
-	flush := func() {
-		d.mu.Lock()
-		d.ring.advance(d.now().UnixNano())
-		for _, e := range pending {
-			d.ring.add(e.h, e.ns)
-		}
-		d.mu.Unlock()
-		keys += int64(len(pending))
-		pending = pending[:0]
-	}
+	a := d.newFilterAdder()
 	err := d.store.journal(ctx, d.jrn.rows(), since, func(at bigtable.Timestamp, v []byte) bool {
 		ns := at.Time().UnixNano()
-		decodeJournal(v, func(h hashes) {
-			pending = append(pending, struct {
-				h  hashes
-				ns int64
-			}{h, ns})
-			if len(pending) == cap(pending) {
-				flush()
-			}
-		})
+		decodeJournal(v, func(h hashes) { a.add(h, ns) })
 		return true
 	})
-	flush()
-	return keys, err
+	a.flush()
+	return a.added, err
 }

@@ -135,23 +135,52 @@ func (d *Keys) rebuildFilters(ctx context.Context) {
 		zap.String("from", from), zap.Int64("keys", keys), zap.Duration("took", took), zap.Duration("window", d.cfg.Window))
 }
 
+// filterAdder adds rebuilt keys to the filters rebuildChunk at a time,
+// so that Claims are not kept from the lock for long. Both rebuilds use
+// it: the scan of the catalog and the read of the journal.
+type filterAdder struct {
+	d       *Keys
+	pending []rebuiltKey
+	added   int64
+}
+
+// rebuiltKey is a key's hashes and the time of its claim or record.
+type rebuiltKey struct {
+	h  hashes
+	ns int64
+}
+
+func (d *Keys) newFilterAdder() *filterAdder {
+	return &filterAdder{d: d, pending: make([]rebuiltKey, 0, rebuildChunk)}
+}
+
+// add queues h at time ns, adding the chunk once full.
+func (a *filterAdder) add(h hashes, ns int64) {
+	a.pending = append(a.pending, rebuiltKey{h, ns})
+	if len(a.pending) == rebuildChunk {
+		a.flush()
+	}
+}
+
+// flush adds what is queued.
+func (a *filterAdder) flush() {
+	if len(a.pending) == 0 {
+		return
+	}
+	d := a.d
+	d.mu.Lock()
+	d.ring.advance(d.now().UnixNano())
+	for _, e := range a.pending {
+		d.ring.add(e.h, e.ns)
+	}
+	d.mu.Unlock()
+	a.added += int64(len(a.pending))
+	a.pending = a.pending[:0]
+}
+
 // scanRange adds the keys of one bucket range to the filters.
 func (d *Keys) scanRange(ctx context.Context, rng keyRange, since bigtable.Timestamp, keys *atomic.Int64) error {
-	type entry struct {
-		h  hashes
-		ns int64
-	}
-	pending := make([]entry, 0, rebuildChunk)
-	add := func() {
-		d.mu.Lock()
-		d.ring.advance(d.now().UnixNano())
-		for _, e := range pending {
-			d.ring.add(e.h, e.ns)
-		}
-		d.mu.Unlock()
-		keys.Add(int64(len(pending)))
-		pending = pending[:0]
-	}
+	a := d.newFilterAdder()
 	last := ""
 	err := retry.Default.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
 		r := bigtable.NewRange(rng.start, rng.end)
@@ -160,13 +189,8 @@ func (d *Keys) scanRange(ctx context.Context, rng keyRange, since bigtable.Times
 		}
 		return d.store.scan(ctx, r, since, func(row string, at bigtable.Timestamp) bool {
 			last = row
-			id, ok := d.cat.parse(row)
-			if !ok {
-				return true
-			}
-			pending = append(pending, entry{hashOf(id), at.Time().UnixNano()})
-			if len(pending) == cap(pending) {
-				add()
+			if id, ok := d.cat.parse(row); ok {
+				a.add(hashOf(id), at.Time().UnixNano())
 			}
 			return true
 		})
@@ -175,8 +199,7 @@ func (d *Keys) scanRange(ctx context.Context, rng keyRange, since bigtable.Times
 			d.log.Warn("catalog scan failed; retrying", zap.String("from", last), zap.Int("attempt", n), zap.Error(err))
 		}
 	})
-	if len(pending) > 0 {
-		add()
-	}
+	a.flush()
+	keys.Add(a.added)
 	return err
 }
