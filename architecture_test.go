@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -270,4 +274,51 @@ func matches(pattern, rel string) bool {
 		return rel == base || strings.HasPrefix(rel, base+"/")
 	}
 	return pattern == rel
+}
+
+// TestThePipelineFindsNoPartByTypeAssertion: pipeline.Deps names what each
+// part does, so the pipeline's own code asserts no type: a type assertion
+// there would discover a method a wrapper can hide (see ARCHITECTURE.md).
+func TestThePipelineFindsNoPartByTypeAssertion(t *testing.T) {
+	files, err := filepath.Glob("pipeline/*.go")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("found %d files in pipeline/ (%v)", len(files), err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range typeAssertions(t, path, src) {
+			t.Errorf("%s: a type assertion in the pipeline: name the method in the part's interface in pipeline/deps.go instead", at)
+		}
+	}
+	// The check must see both forms, or the loop above could pass blind.
+	probe := "package p\nfunc f(x any) { _, _ = x.(interface{ Check() error }); switch x.(type) {} }\n"
+	if got := typeAssertions(t, "probe.go", []byte(probe)); len(got) != 2 {
+		t.Fatalf("typeAssertions found %v in a probe with two", got)
+	}
+}
+
+// typeAssertions returns the positions of the type assertions and type
+// switches in the Go source src.
+func typeAssertions(t *testing.T, path string, src []byte) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.TypeAssertExpr: // x.(T), and x.(type) inside a type switch
+			at = append(at, fset.Position(n.Pos()).String())
+		}
+		return true
+	})
+	return at
 }

@@ -10,10 +10,6 @@ import (
 	"github.com/pubsink/pubsink/pipeline"
 )
 
-// A topic output is part of its pipeline's readiness: it refuses copies
-// while its topic has no subscription, and /readyz should say so.
-var _ pipeline.Checker = (*deadletter.Topic)(nil)
-
 // deadLetter builds the dead-letter output of a pipeline, checked at start
 // (a topic that does not exist, has no subscription or is the pipeline's
 // own topic, or a table that does not exist, is an error); nil when the

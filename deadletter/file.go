@@ -362,3 +362,7 @@ func (s *fileReader) Close() error {
 	}
 	return errors.Join(s.f.Close(), err)
 }
+
+// Check returns nil: a file output cannot tell it would refuse a copy
+// before it writes one. See Output.
+func (o *File) Check(context.Context) error { return nil }

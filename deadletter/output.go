@@ -27,6 +27,12 @@ type Output interface {
 	// calls are batched together. It does not modify m, and keeps no
 	// reference to it after returning except to m.Data, which it only reads.
 	Send(ctx context.Context, m *source.Message, reason Reason, cause error) error
+	// Check returns an error while Send would refuse copies for a reason
+	// that is not the copy's (a Topic whose topic has no subscription); it
+	// is the output's part of the pipeline's readiness. A Table and a File
+	// cannot tell before they write, and return nil: their Send fails and
+	// the pipeline retries it.
+	Check(ctx context.Context) error
 	// Close waits for the copies being made and releases the output; later
 	// calls to Send fail. Like net/http's Server.Shutdown it is idempotent
 	// and bounded by ctx, and returns ctx.Err() if cut short. It closes no

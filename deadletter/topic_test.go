@@ -113,7 +113,7 @@ func holdsCopies(t *testing.T, ps *pubsub.Client, cfg *config.Config) {
 	} else if !strings.Contains(err.Error(), topic) || !strings.Contains(err.Error(), "no subscription") {
 		t.Errorf("Send: %v; want the topic and the missing subscription named", err)
 	}
-	check := checker(t, out)
+	check := out.Check
 	if err := check(ctx); err == nil || !strings.Contains(err.Error(), topic) {
 		t.Errorf("Check with no subscription: %v; want an error naming %s", err, topic)
 	}
@@ -149,7 +149,7 @@ func TestTopicChecksForASubscriptionOncePerPeriod(t *testing.T) {
 	}
 	defer out.Close(context.Background())
 	clk := newClock(out)
-	check := checker(t, out)
+	check := out.Check
 	burst := func() {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -211,7 +211,7 @@ func TestTopicWithoutListPermissionIsNotWatched(t *testing.T) {
 	if err := out.Send(context.Background(), dltest.Message(1), deadletter.Late, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := checker(t, out)(context.Background()); err != nil {
+	if err := out.Check(context.Background()); err != nil {
 		t.Errorf("Check: %v", err)
 	}
 	if n := lists.Load(); n != 1 {
@@ -242,19 +242,9 @@ func TestTopicCheckThatFailsKeepsTheLastAnswer(t *testing.T) {
 	if err := out.Send(context.Background(), dltest.Message(1), deadletter.Late, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := checker(t, out)(context.Background()); err != nil {
+	if err := out.Check(context.Background()); err != nil {
 		t.Errorf("Check: %v", err)
 	}
-}
-
-// checker returns the readiness check of a topic output.
-func checker(t *testing.T, out deadletter.Output) func(context.Context) error {
-	t.Helper()
-	c, ok := out.(interface{ Check(context.Context) error })
-	if !ok {
-		t.Fatalf("%T has no Check: readiness cannot see a topic that lost its subscription", out)
-	}
-	return c.Check
 }
 
 // clock is an output's clock (SetClock), which a test moves on.

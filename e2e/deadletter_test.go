@@ -266,6 +266,7 @@ func (fixedWatermark) Finished(context.Context, *source.Message, time.Time) erro
 	return nil
 }
 func (fixedWatermark) WatchInFlight(func() (time.Time, bool)) {}
+func (fixedWatermark) Stalled() error                         { return nil }
 func (fixedWatermark) Run(context.Context) error              { return nil }
 func (fixedWatermark) Close(context.Context) error            { return nil }
 func (fixedWatermark) Stats() watermark.Stats                 { return watermark.Stats{} }

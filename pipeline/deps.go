@@ -63,6 +63,10 @@ type Source interface {
 	Run(receiveCtx, workCtx context.Context, h source.Handler) error
 	// Receiving reports whether the subscription is being pulled.
 	Receiving() bool
+	// Stalled returns nil unless the subscription's streams deliver nothing
+	// while messages wait and reopening them did not help (the watchdog):
+	// then the process is unhealthy. Stalled and Ready ask it.
+	Stalled() error
 }
 
 // Deduper claims dedupe keys (package dedupe).
@@ -116,29 +120,20 @@ type Tracker interface {
 	Closer
 	// Stats are the tracker's bookkeeping figures, for /status.
 	Stats() watermark.Stats
-}
-
-// Checker is a part that can tell it is unusable; Ready asks it.
-type Checker interface {
-	Check(ctx context.Context) error
-}
-
-// Staller is a part whose subscription's streams can be found hung: the
-// source (its watchdog, package source) and the tracker (for the tracking
-// subscription). Stalled returns nil unless the streams deliver nothing
-// while messages wait and reopening them did not help; then the process is
-// unhealthy. Stalled and Ready ask it.
-type Staller interface {
+	// Stalled is the source's Stalled for the tracking subscription: nil
+	// unless its reads fail or hang for longer than they may.
 	Stalled() error
 }
 
 // DeadLetter sends copies of messages that can never be written (package
 // deadletter). When nil, such messages are nacked and logged: never acked.
-// One that is also a Checker (a topic output, which refuses copies while
-// its topic has no subscription) is part of the pipeline's readiness.
 type DeadLetter interface {
 	// Send returns nil once the output confirmed a durable copy of m.
 	Send(ctx context.Context, m *source.Message, reason deadletter.Reason, cause error) error
+	// Check returns an error while the output would refuse copies (a topic
+	// without a subscription); it is part of the pipeline's readiness.
+	// Outputs that cannot tell return nil.
+	Check(ctx context.Context) error
 	// Close flushes the copies being sent.
 	Closer
 }

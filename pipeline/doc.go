@@ -11,8 +11,9 @@
 // Close; Handle is the per-message path and can be called directly. Ready
 // and Stalled are the pipeline's readiness and liveness: Stalled names the
 // pipeline and a subscription whose streams hung and could not be reopened
-// (a Staller: the source's watchdog, or the tracker's for the tracking
-// subscription), and Ready fails with it too.
+// (the source's watchdog, or the tracker's reads of the tracking
+// subscription), and Ready fails with it too, as it does when the sink or
+// the dead-letter output fails its Check.
 //
 // # Guarantees
 //

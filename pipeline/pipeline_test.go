@@ -86,6 +86,7 @@ type receivingSource struct{}
 
 func (receivingSource) Run(context.Context, context.Context, source.Handler) error { return nil }
 func (receivingSource) Receiving() bool                                            { return true }
+func (receivingSource) Stalled() error                                             { return nil }
 
 // fakeDedupe keeps committed keys in a map. It counts the Releases that
 // ended a hold, as the real one would: a Release after Commit, or a second
@@ -157,6 +158,8 @@ type fakeTracker struct {
 }
 
 func (t *fakeTracker) Watermark() time.Time { return t.wm }
+
+func (t *fakeTracker) Stalled() error { return nil }
 
 func (t *fakeTracker) WatchInFlight(oldest func() (time.Time, bool)) { t.oldest = oldest }
 

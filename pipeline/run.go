@@ -86,22 +86,25 @@ func (p *Pipeline) Close(ctx context.Context) error {
 }
 
 // Stalled returns nil unless a subscription of the pipeline (the main one,
-// or the tracker's) has hung streams that a reopen did not help (Staller):
-// then an error naming the pipeline and the subscription. The process is
-// then unhealthy (/healthz), until messages flow again.
+// or the tracker's) has hung streams that a reopen did not help: then an
+// error naming the pipeline and the subscription. The process is then
+// unhealthy (/healthz), until messages flow again.
 func (p *Pipeline) Stalled() error {
-	for _, part := range []any{p.deps.Source, p.deps.Tracker} {
-		if s, ok := part.(Staller); ok {
-			if err := s.Stalled(); err != nil {
-				return fmt.Errorf("pipeline %s: %w", p.name, err)
-			}
+	if p.deps.Source != nil {
+		if err := p.deps.Source.Stalled(); err != nil {
+			return fmt.Errorf("pipeline %s: %w", p.name, err)
+		}
+	}
+	if p.deps.Tracker != nil {
+		if err := p.deps.Tracker.Stalled(); err != nil {
+			return fmt.Errorf("pipeline %s: %w", p.name, err)
 		}
 	}
 	return nil
 }
 
 // Ready returns nil when the pipeline is receiving and not stalled, its
-// sink answers, and its dead-letter output, if it is a Checker, is usable.
+// sink answers, and its dead-letter output, if any, is usable.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	if p.deps.Source == nil || !p.deps.Source.Receiving() {
 		return fmt.Errorf("pipeline %s is not receiving", p.name)
@@ -112,8 +115,8 @@ func (p *Pipeline) Ready(ctx context.Context) error {
 	if err := p.deps.Sink.Check(ctx); err != nil {
 		return fmt.Errorf("pipeline %s: sink: %w", p.name, err)
 	}
-	if c, ok := p.deps.DeadLetter.(Checker); ok {
-		if err := c.Check(ctx); err != nil {
+	if p.deps.DeadLetter != nil {
+		if err := p.deps.DeadLetter.Check(ctx); err != nil {
 			return fmt.Errorf("pipeline %s: dead_letter: %w", p.name, err)
 		}
 	}

@@ -52,15 +52,17 @@ func (f *fakePubSub) clientThrough(t *testing.T, intercept grpc.UnaryClientInter
 }
 
 // TestAFailedPullOfTheTrackingSubscriptionIsABreak: the tracker reads its
-// subscription with a Puller and, with no Config.Streams, asks the Puller
-// for its breaks: failed Pulls hold the tracker's frontier for a lease
+// subscription with a Puller and is told its breaks (Config.Streams, as app
+// wires them): failed Pulls hold the tracker's frontier for a lease
 // (Stats counts the break and says until when), and the watermark goes on
 // once they answer again.
 func TestAFailedPullOfTheTrackingSubscriptionIsABreak(t *testing.T) {
 	ps := newFakePubSub(t)
 	faults := &failingPulls{sub: ps.tracking}
 	cfg := fastConfig(metrics.New().Pipeline("orders"))
-	tr, err := NewTracker(ps.puller(ps.tracking, 0, ps.clientThrough(t, faults.intercept)), nil, zap.NewNop(), cfg)
+	puller := ps.puller(ps.tracking, 0, ps.clientThrough(t, faults.intercept))
+	cfg.Streams = puller.State
+	tr, err := NewTracker(puller, nil, zap.NewNop(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,8 +176,8 @@
 // here, and neither would another Pull, which cannot see messages leased
 // to a lost answer.
 //
-// So the tracker is told of breaks (Config.Streams; unset, it asks a
-// reader that reports its own, as the Puller does). The Puller reports, in
+// So the tracker is told of breaks (Config.Streams, which app wires to the
+// Puller's State). The Puller reports, in
 // the shape of a source.StreamWatch's state, how many of its pull loops
 // are up (their last Pull did not fail) and when a Pull last failed or
 // hung, or a refused message could not be released (package source,
@@ -344,9 +344,9 @@
 //   - Every Pull fails (the service or the way to it is down): no loop is
 //     up, so the watermark holds; after source.stall_timeout Stalled
 //     reports it (/healthz fails).
-//   - A source.Source as the reader without Config.Streams (tests): breaks
-//     go unnoticed, and messages stranded on a broken stream may be judged
-//     late when they come back. (app's Puller reports its own.)
+//   - A reader without Config.Streams (tests): breaks go unnoticed, and
+//     messages stranded on a broken stream may be judged late when they
+//     come back. (app wires its Puller's State.)
 //   - The state table cannot be read at start: the watermark stays unknown
 //     (nothing is judged late) while Run retries; a missing table makes Run
 //     fail. A failed write is retried at the next period; a write cannot

@@ -11,15 +11,10 @@ import (
 // (StreamingPull). Run calls h for every message until receiveCtx ends;
 // Check reads the subscription's metadata (the tracker's probe while it is
 // silent); Stalled is the reader's liveness (nil while it reads, or may).
-// A Reader that also has a method State() source.StreamState (the Puller)
-// reports its own breaks when Config.Streams is not set.
+// Its breaks reach the tracker through Config.Streams (the Puller's State),
+// which the caller wires.
 type Reader interface {
 	Run(receiveCtx, workCtx context.Context, h source.Handler) error
 	Check(ctx context.Context) (source.Info, error)
 	Stalled() error
-}
-
-// breakReporter is a Reader that knows its own breaks (source.Puller).
-type breakReporter interface {
-	State() source.StreamState
 }

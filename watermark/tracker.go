@@ -59,9 +59,8 @@ type Config struct {
 	// Streams, if set, reports the state of the tracking subscription's
 	// reader: its pull loops (source.Puller.State) or streams
 	// (source.StreamWatch.State). A break holds the tracker's frontier for
-	// Lease + Transit. Unset, a reader that reports its own breaks (a
-	// source.Puller) is asked; otherwise breaks go unnoticed (see doc.go,
-	// "Failure modes").
+	// Lease + Transit. Unset, breaks go unnoticed (see doc.go, "Failure
+	// modes").
 	Streams func() source.StreamState
 	// Member is this process's member ID (package members): the name it
 	// holds the leader lease and writes its reports under. Required with a
@@ -174,9 +173,6 @@ func NewTracker(tracking Reader, state *bigtable.Client, log *zap.Logger, cfg Co
 	}
 	if cfg.Member == "" {
 		cfg.Member = "tracker"
-	}
-	if r, ok := tracking.(breakReporter); ok && cfg.Streams == nil {
-		cfg.Streams = r.State
 	}
 	t := &Tracker{
 		cfg:       cfg,
