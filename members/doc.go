@@ -22,7 +22,11 @@
 //     changing: a cell that has not changed for a lease (10 s by default),
 //     measured on this process's own monotonic clock, has lapsed. A cell
 //     seen for the first time counts as live until it has been still for a
-//     lease, so a newcomer cannot miss a member that is merely slow;
+//     lease, so a newcomer cannot miss a member that is merely slow. A
+//     lapsed cell stays lapsed until it changes (its writer resumed): the
+//     cell of a process that died stays in the row until it is collected,
+//     and must not come back as a newcomer at every read, which would end
+//     the fast path for a lease, again and again;
 //  3. if a live member is not yet acknowledged, stops the fast path at once
 //     (View says not alone), then writes its cell again, acknowledging it.
 //

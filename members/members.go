@@ -113,7 +113,8 @@ type Members struct {
 
 	mu       sync.Mutex
 	peers    map[string]*peer
-	acked    []string // sorted; what this member's cell says
+	lapsed   map[string]cell // the cells of peers that lapsed, as they were then
+	acked    []string        // sorted; what this member's cell says
 	ackedBy  map[string]bool
 	lastSent time.Time // send time of the last successful write (monotonic)
 	observed time.Time // send time of the write before the last successful read
@@ -154,6 +155,7 @@ func newMembers(s store, log *zap.Logger, cfg Config) *Members {
 		store:    s,
 		now:      now,
 		peers:    map[string]*peer{},
+		lapsed:   map[string]cell{},
 		ackedBy:  map[string]bool{},
 		joinedCh: make(chan struct{}),
 	}
@@ -282,14 +284,33 @@ func (m *Members) observe(cells map[string]cell, sent time.Time) (live []string,
 		if id == m.cfg.ID {
 			continue
 		}
+		if l, ok := m.lapsed[id]; ok {
+			if l == c {
+				continue // the very cell that lapsed: its writer is still gone
+			}
+			delete(m.lapsed, id) // it changed: its writer is back
+			m.peers[id] = &peer{value: c.value, at: c.at, changed: now, renewed: true}
+			continue
+		}
 		p, ok := m.peers[id]
 		if !ok || p.value != c.value || p.at != c.at {
 			m.peers[id] = &peer{value: c.value, at: c.at, changed: now, renewed: ok}
 		}
 	}
 	for id, p := range m.peers {
-		if _, ok := cells[id]; !ok || now.Sub(p.changed) >= m.cfg.Lease {
-			delete(m.peers, id) // gone (a clean stop deletes its cell), or lapsed
+		if _, ok := cells[id]; !ok {
+			delete(m.peers, id) // gone: a clean stop deletes its cell
+		} else if now.Sub(p.changed) >= m.cfg.Lease {
+			// Lapsed. Its cell stays in the row until collect removes it
+			// (deadAfter): remember it, or the next read would take it for
+			// a cell seen for the first time, live for another lease.
+			m.lapsed[id] = cell{value: p.value, at: p.at}
+			delete(m.peers, id)
+		}
+	}
+	for id := range m.lapsed {
+		if _, ok := cells[id]; !ok {
+			delete(m.lapsed, id)
 		}
 	}
 	// A member that has stayed joined and fresh since its last read is

@@ -245,6 +245,31 @@ func TestACellLeftByADeadPredecessorIsNoOther(t *testing.T) {
 	}
 }
 
+// TestALapsedCellStaysLapsedUntilItChanges: the cell of a member that
+// died stays in the row until it is collected (deadAfter, many leases);
+// once lapsed it must not come back as a newcomer at the next read, which
+// would end the fast path for a lease, again and again. A cell that
+// changes after it lapsed is a member that resumed: live again.
+func TestALapsedCellStaysLapsedUntilItChanges(t *testing.T) {
+	c := stateTable(t)
+	s := btStore{table: c.Open("state"), row: Row("orders")}
+	if err := s.write(context.Background(), "dead", "", bigtable.Time(time.Now()).TruncateToMilliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, c, "a", nil)
+	eventually(t, "the dead cell lapses", 4*testLease, func() bool { return a.View().Alone })
+	epoch := a.View().AloneEpoch
+	for deadline := time.Now().Add(4 * testLease); time.Now().Before(deadline); time.Sleep(testLease / 20) {
+		if v := a.View(); !v.Alone || v.AloneEpoch != epoch {
+			t.Fatalf("view %+v after the dead cell lapsed; want alone in epoch %d: an unchanged lapsed cell is not a newcomer", v, epoch)
+		}
+	}
+	if err := s.write(context.Background(), "dead", "", bigtable.Time(time.Now()).TruncateToMilliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the changed cell is live again", 2*testLease, func() bool { return !a.View().Alone })
+}
+
 // TestANewcomerDoesNotStallAJoinedMember: while b joins, a (joined, fresh)
 // stays joined, so its claims never wait for b's handshake; b still waits
 // for a.
