@@ -16,8 +16,8 @@ import (
 	"sync"
 )
 
-// The Java sources of the agent that fixes the Pub/Sub emulator's
-// StreamingPull defect (see doc.go). They are embedded, not read from the
+// The Java sources of the agent that fixes two defects of the Pub/Sub
+// emulator (see doc.go). They are embedded, not read from the
 // source tree, so that binaries built elsewhere (the chaos runner, the
 // benchmark) carry them and the cache key below is the hash of exactly what
 // gets compiled.
@@ -32,6 +32,7 @@ const (
 	agentFormat = "pubsink-emulator-agent/1 javac --release 17"
 
 	agentClass       = "com/github/pubsink/emulatoragent/Agent.class"
+	backlogFixClass  = "com/github/pubsink/emulatoragent/BacklogFix.class"
 	replacementClass = "io/grpc/InternalStatus.class"
 	// replacementEntry is where the replacement class lives in the jar: next
 	// to the agent class (Agent.class.getResourceAsStream resolves relative
@@ -227,7 +228,7 @@ func writeAgentJar(path string, manifest []byte, classes string) error {
 	if err != nil {
 		return err
 	}
-	for _, want := range []string{agentClass, replacementClass} {
+	for _, want := range []string{agentClass, backlogFixClass, replacementClass} {
 		if !found[want] {
 			return fmt.Errorf("javac produced no %s", want)
 		}

@@ -3,7 +3,7 @@
 // clients that talk to them.
 //
 // It owns the emulator processes (start, readiness, stop), the javaagent
-// that fixes the Pub/Sub emulator's StreamingPull defect, and the client
+// that fixes two defects of the Pub/Sub emulator, and the client
 // options that reach an emulator without relying on the process environment.
 // It does not own topics, subscriptions or tables: callers create those, with
 // fresh names per test. Fault injection between a client and an emulator is
@@ -62,7 +62,31 @@
 // within 10 s and the rest only after 60 s or not within 150 s. With the
 // agent it gets all 200 in about 0.1 s and the log has no NoSuchMethodError.
 //
-// The fix leaves the installed files alone. javaagent/ holds the Java
+// The second defect is in the emulator's own MessageBacklog, the state of
+// one subscription, under a retry policy (pubsink setup gives every main
+// subscription one). A message whose lease expires, or which is nacked, on
+// a delivery attempt after its first is released again only after its
+// backoff: its ack ID goes into a map from release time to ack IDs, which a
+// timer drains by calling nackMessage(ackId) and dropping the entry. Every
+// pull that finds such a lease still expired queues the ack ID again, under
+// a later time, unless some entry holds that ack ID alone; so an ack ID can
+// wait in two entries. The first release removes it from the delivered
+// map; the second throws a NullPointerException before its entry is
+// dropped, and since that entry is the oldest, every later drain throws at
+// it too: no delayed redelivery of the subscription is ever released again,
+// and the emulator logs nothing (its logger has no backend). In the chaos
+// campaign on a loaded machine (a process killed during a Bigtable stall,
+// its successor stopped as a Pub/Sub stall ended) this left dozens of
+// records without a row, nothing to pull at the end, and the watermark held
+// by the messages that never came back. The agent patches the class as it
+// loads (javaagent/.../BacklogFix.java): a Methodref is appended to its
+// constant pool, and each invokespecial of nackMessage becomes an
+// invokestatic of a helper with the same stack effect, which skips an ack
+// ID that is no longer delivered. TestEmulatorReleasesDelayedRedeliveries
+// reproduces it: two messages delivered three times come back after the
+// third lease with the agent, and not within 40 s without it.
+//
+// The fixes leave the installed files alone. javaagent/ holds the Java
 // sources of a replacement io.grpc.InternalStatus (the same public members,
 // plus the missing method) and of an agent whose ClassFileTransformer returns
 // the replacement's bytes when the emulator's class loader loads

@@ -38,8 +38,8 @@ type Options struct {
 	LogDir string
 }
 
-// PubSub is a Pub/Sub emulator running on loopback, with the javaagent fix
-// for its StreamingPull defect applied (see the package documentation).
+// PubSub is a Pub/Sub emulator running on loopback, with the javaagent's
+// fixes for its defects applied (see the package documentation).
 // Its methods are safe for concurrent use.
 //
 // Env and Client use only Host, so a value with just Host set points them

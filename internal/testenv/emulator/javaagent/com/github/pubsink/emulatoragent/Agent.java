@@ -1,8 +1,9 @@
 /*
- * A Java agent that fixes io.grpc.InternalStatus in the Pub/Sub emulator
- * without touching the installed files. See ../../../../io/grpc/InternalStatus.java
- * for the defect, and internal/emulator/doc.go for how pubsink starts it
- * (JAVA_OPTS=-javaagent:<jar>).
+ * A Java agent that fixes two defects of the Pub/Sub emulator without
+ * touching the installed files: io.grpc.InternalStatus (see
+ * ../../../../io/grpc/InternalStatus.java) and the delayed redelivery of
+ * MessageBacklog (see BacklogFix.java). internal/testenv/emulator/doc.go says
+ * how pubsink starts it (JAVA_OPTS=-javaagent:<jar>).
  *
  * The replacement class travels inside the agent jar as the resource
  * InternalStatus.class.bin, not as a .class file: the JVM appends agent jars
@@ -58,7 +59,25 @@ public final class Agent {
         Class<?> classBeingRedefined,
         ProtectionDomain protectionDomain,
         byte[] classfileBuffer) {
-      if (!TARGET.equals(className) || classBeingRedefined != null) {
+      if (classBeingRedefined != null) {
+        return null;
+      }
+      if (BacklogFix.TARGET.equals(className)) {
+        try {
+          int[] calls = new int[1];
+          byte[] patched = BacklogFix.patch(classfileBuffer, calls);
+          if (patched == null) {
+            System.err.println("pubsink-agent: MessageBacklog has no call of nackMessage to patch; left as is");
+          } else {
+            System.err.println("pubsink-agent: patched MessageBacklog (" + calls[0] + " calls of nackMessage go through BacklogFix.nack)");
+          }
+          return patched;
+        } catch (Throwable t) {
+          System.err.println("pubsink-agent: MessageBacklog left as is: " + t);
+          return null;
+        }
+      }
+      if (!TARGET.equals(className)) {
         return null;
       }
       // A grpc-core that already has the method needs no help, and our copy
