@@ -1112,14 +1112,16 @@ func (c *campaign) watchCatalog(ctx context.Context) {
 
 // settle waits, after the workload and the faults, until the live
 // processes (one per replica) have finished everything: at least a lease
-// after the last fault, every record's outcome visible, and, for five
+// after the last fault, every record's outcome visible, no tracker holding
+// its frontier after a stream break (two seconds past the hold, so that
+// the watermark could move and be stored), and, for five
 // seconds, no process replaced, none receiving anything new and nothing in
 // flight in any. It returns /metrics of each, read then.
 func (c *campaign) settle(ctx context.Context) ([][]procCounters, bool) {
 	c.logf("settling: waiting for every outcome (at most %v)", c.opts.Settle)
 	deadline := time.Now().Add(c.opts.Settle)
 	var still stillness
-	var lastScan time.Time
+	var lastScan, lastHeld time.Time
 	complete := false
 	for sleep(ctx, time.Second) {
 		c.mu.Lock()
@@ -1133,9 +1135,16 @@ func (c *campaign) settle(ctx context.Context) ([][]procCounters, bool) {
 				c.logf("settling: %d outcomes not visible yet", missing)
 			}
 		}
-		if snap, ok := c.liveStatus(ctx); ok {
+		if snap, heldUntil, ok := c.liveStatus(ctx); ok {
 			still.observe(time.Now(), snap)
-			if complete && quietFor >= lease && still.stillFor(time.Now()) >= 5*time.Second {
+			// A tracker that holds its frontier after a stream break
+			// (watermark.Stats.HeldUntil, the message lease after the
+			// break, longer than lease) has not moved its watermark since;
+			// the run is not over before it could, and stored it. A hold
+			// that ended reads as zero: the latest end seen is kept.
+			lastHeld = latestTime(lastHeld, heldUntil)
+			unheld := time.Now().After(lastHeld.Add(2 * time.Second))
+			if complete && quietFor >= lease && unheld && still.stillFor(time.Now()) >= 5*time.Second {
 				if final, ok := c.readFinal(ctx); ok {
 					for i, fs := range final {
 						for _, f := range fs {
@@ -1153,6 +1162,14 @@ func (c *campaign) settle(ctx context.Context) ([][]procCounters, bool) {
 		}
 	}
 	return make([][]procCounters, len(c.pipes)), false
+}
+
+// latestTime is the later of a and b.
+func latestTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // procStatus is what settle reads of one live process: its counts summed
@@ -1179,27 +1196,32 @@ func (s *stillness) observe(now time.Time, snap []procStatus) {
 
 func (s *stillness) stillFor(now time.Time) time.Duration { return now.Sub(s.since) }
 
-// liveStatus reads /status of every replica's process; ok is false when a
-// replica has none running or it does not answer.
-func (c *campaign) liveStatus(ctx context.Context) ([]procStatus, bool) {
+// liveStatus reads /status of every replica's process, and the latest end
+// of a hold of any of their trackers' frontiers (zero if none holds); ok is
+// false when a replica has none running or it does not answer.
+func (c *campaign) liveStatus(ctx context.Context) ([]procStatus, time.Time, bool) {
 	var out []procStatus
+	var heldUntil time.Time
 	for _, r := range c.replicas {
 		ch := c.current(r)
 		if ch == nil || !ch.running() {
-			return nil, false
+			return nil, time.Time{}, false
 		}
 		sts, err := readStatus(ctx, r.addr)
 		if err != nil {
-			return nil, false
+			return nil, time.Time{}, false
 		}
 		ps := procStatus{gen: ch.gen}
 		for _, st := range sts {
 			ps.received += st.Received
 			ps.inFlight += st.InFlight
+			if st.Tracker != nil && st.Tracker.HeldUntil.After(heldUntil) {
+				heldUntil = st.Tracker.HeldUntil
+			}
 		}
 		out = append(out, ps)
 	}
-	return out, true
+	return out, heldUntil, true
 }
 
 // readFinal reads /metrics of every replica's process, for each pipeline
