@@ -45,13 +45,76 @@ const (
 
 // Pipeline is one subscription flowing into one sink.
 type Pipeline struct {
-	Name       string     `mapstructure:"name"`
-	Mode       string     `mapstructure:"mode"`
-	Source     Source     `mapstructure:"source"`
-	Dedupe     Dedupe     `mapstructure:"dedupe"`
-	Watermark  Watermark  `mapstructure:"watermark"`
+	Name      string    `mapstructure:"name"`
+	Mode      string    `mapstructure:"mode"`
+	Source    Source    `mapstructure:"source"`
+	Dedupe    Dedupe    `mapstructure:"dedupe"`
+	Watermark Watermark `mapstructure:"watermark"`
+	// Payload says how to read the messages' data (format and schema).
+	Payload Payload `mapstructure:"payload"`
+	// Filter is a CEL expression over the message: a message for which it
+	// is false is acked unwritten and counted as filtered. "": no filter.
+	Filter     string     `mapstructure:"filter"`
 	Sink       Sink       `mapstructure:"sink"`
 	DeadLetter DeadLetter `mapstructure:"dead_letter"`
+}
+
+// Payload formats of Payload.Format.
+const (
+	FormatJSON     = "json"
+	FormatAvro     = "avro"
+	FormatProtobuf = "protobuf"
+	FormatString   = "string"
+	FormatRaw      = "raw"
+)
+
+// Schema sources and encodings of Payload.Schema and Payload.Encoding.
+const (
+	// SchemaTopic: the schema of each message is the revision of the
+	// topic's Pub/Sub schema that its googclient_schema* attributes name.
+	SchemaTopic    = "topic"
+	EncodingBinary = "binary"
+	EncodingJSON   = "json"
+)
+
+// Payload says how the messages' data is read: its format and, for avro
+// and protobuf, where its schema comes from.
+type Payload struct {
+	Format string `mapstructure:"format"`
+	// Schema is SchemaTopic, or the path of a schema file (.avsc for avro,
+	// .proto for protobuf, whose imports are resolved from its folder; a
+	// relative path is relative to the working directory).
+	Schema string `mapstructure:"schema"`
+	// Message is the full name of the message type of a .proto schema file.
+	Message string `mapstructure:"message"`
+	// Encoding is the encoding of messages read with a schema file:
+	// EncodingBinary or EncodingJSON. Topic schemas take it from each
+	// message's googclient_schemaencoding attribute.
+	Encoding string `mapstructure:"encoding"`
+}
+
+// TopicSchema reports whether the schema comes from the topic.
+func (p Payload) TopicSchema() bool { return p.Schema == SchemaTopic }
+
+// Mapping is one kind of row that a message makes: its table, family, row
+// key and columns, with an optional condition and an optional list to make
+// one row per element of.
+type Mapping struct {
+	// Table defaults to Sink.Table; ColumnFamily to Sink.ColumnFamily.
+	Table        string            `mapstructure:"table"`
+	ColumnFamily string            `mapstructure:"column_family"`
+	RowKey       string            `mapstructure:"row_key"`
+	Columns      map[string]string `mapstructure:"columns"`
+	// Timestamp is CellTimeEvent, CellTimePublish, or a template whose
+	// rendering is a time (RFC 3339, or a number read as
+	// Source.TimestampFormat).
+	Timestamp string `mapstructure:"timestamp"`
+	// When is a CEL condition: the mapping makes rows only where it is
+	// true. "": always.
+	When string `mapstructure:"when"`
+	// Each is a CEL expression of a list: one row per element, which the
+	// templates and expressions read as item. "": one row.
+	Each string `mapstructure:"each"`
 }
 
 // Timestamp formats of Source.TimestampFormat.
@@ -81,7 +144,14 @@ type Source struct {
 	IDAttribute string `mapstructure:"id_attribute"`
 	// TimestampAttribute holds the event time, read as TimestampFormat;
 	// empty: the publish time is the event time.
-	TimestampAttribute     string   `mapstructure:"timestamp_attribute"`
+	TimestampAttribute string `mapstructure:"timestamp_attribute"`
+	// IDTemplate and TimestampTemplate are the dedupe key and the event time
+	// as templates (payload fields, expressions): the siblings of
+	// IDAttribute and TimestampAttribute, of which each excludes its own.
+	// The event time's rendering is read as TimestampFormat (a lone
+	// expression of CEL type timestamp is taken as it is).
+	IDTemplate             string   `mapstructure:"id_template"`
+	TimestampTemplate      string   `mapstructure:"timestamp_template"`
 	TimestampFormat        string   `mapstructure:"timestamp_format"`
 	Streams                int      `mapstructure:"streams"`
 	MaxOutstandingMessages int      `mapstructure:"max_outstanding_messages"`
@@ -139,7 +209,42 @@ type Sink struct {
 	RowKey       string            `mapstructure:"row_key"`
 	Columns      map[string]string `mapstructure:"columns"`
 	Timestamp    string            `mapstructure:"timestamp"`
-	Batch        Batch             `mapstructure:"batch"`
+	// When and Each are those of the sink's own mapping (see Mapping).
+	When string `mapstructure:"when"`
+	Each string `mapstructure:"each"`
+	// Mappings are the rows of a message when there are several kinds
+	// (tables, keys): set either these or the single mapping above
+	// (RowKey, Columns, When, Each), not both. Table, ColumnFamily and
+	// Timestamp above are the mappings' defaults.
+	Mappings []Mapping `mapstructure:"mappings"`
+	// MaxRows bounds the rows one message may make; a message that would
+	// make more is dead-lettered as too_many_rows, never half-written.
+	MaxRows int   `mapstructure:"max_rows"`
+	Batch   Batch `mapstructure:"batch"`
+}
+
+// AllMappings returns the sink's mappings: Mappings, each with its table,
+// family and timestamp defaulted from the sink, or the sink's single
+// mapping.
+func (s Sink) AllMappings() []Mapping {
+	if len(s.Mappings) == 0 {
+		return []Mapping{{Table: s.Table, ColumnFamily: s.ColumnFamily, RowKey: s.RowKey, Columns: s.Columns,
+			Timestamp: s.Timestamp, When: s.When, Each: s.Each}}
+	}
+	out := make([]Mapping, len(s.Mappings))
+	for i, m := range s.Mappings {
+		if m.Table == "" {
+			m.Table = s.Table
+		}
+		if m.ColumnFamily == "" {
+			m.ColumnFamily = s.ColumnFamily
+		}
+		if m.Timestamp == "" {
+			m.Timestamp = s.Timestamp
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // Batch bounds one ApplyBulk call: it is sent when any bound is reached.
