@@ -120,7 +120,7 @@ func checkField(t *testing.T, p *part, data, got []byte, err error) {
 }
 
 // referenceField is the contract of {data.…} written with encoding/json.
-func referenceField(data []byte, path []segment) (any, error) {
+func referenceField(data []byte, path []Segment) (any, error) {
 	if !json.Valid(data) || nestingDepth(data) > maxDepth {
 		return nil, ErrInvalidPayload
 	}
@@ -131,19 +131,19 @@ func referenceField(data []byte, path []segment) (any, error) {
 	for level, seg := range path {
 		switch c := cur.(type) {
 		case map[string]any:
-			v, ok := c[seg.key]
+			v, ok := c[seg.Key]
 			if !ok {
 				return nil, ErrMissingField
 			}
 			cur = v
 		case []any:
-			if seg.index < 0 {
+			if seg.Index < 0 {
 				return nil, ErrInvalidPayload
 			}
-			if seg.index >= len(c) {
+			if seg.Index >= len(c) {
 				return nil, ErrMissingField
 			}
-			cur = c[seg.index]
+			cur = c[seg.Index]
 		case nil:
 			if level == 0 {
 				return nil, ErrInvalidPayload // the payload itself is null

@@ -35,7 +35,7 @@ const (
 type finder struct {
 	data  []byte
 	pos   int
-	path  []segment
+	path  []Segment
 	depth int
 	// escaped is set by str when the string just scanned holds an escape or
 	// a non-ASCII byte, so that comparing it needs decoding.
@@ -82,7 +82,7 @@ func (p *part) fieldError(f *finder, valid bool) error {
 	case f.outcome == lookupNotIndex && f.at == 0 && !startsContainer(f.data):
 		return fmt.Errorf("%s: %w: payload is not a JSON object or array", p.placeholder, ErrInvalidPayload)
 	case f.outcome == lookupNotIndex:
-		return fmt.Errorf("%s: %w: %s cannot be indexed by %q", p.placeholder, ErrInvalidPayload, p.pathText(f.at), p.path[f.at].key)
+		return fmt.Errorf("%s: %w: %s cannot be indexed by %q", p.placeholder, ErrInvalidPayload, p.pathText(f.at), p.path[f.at].Key)
 	}
 	return fmt.Errorf("%s: %w: no such field", p.placeholder, ErrMissingField)
 }
@@ -98,7 +98,7 @@ func startsContainer(data []byte) bool {
 func (p *part) pathText(level int) string {
 	s := "data"
 	for _, seg := range p.path[:level] {
-		s += "." + seg.key
+		s += "." + seg.Key
 	}
 	return s
 }
@@ -188,7 +188,7 @@ func (f *finder) object(level int, match bool) bool {
 		if !f.str() {
 			return false
 		}
-		child := match && keyEquals(f.data[keyStart:f.pos-1], f.escaped, f.path[level].key)
+		child := match && keyEquals(f.data[keyStart:f.pos-1], f.escaped, f.path[level].Key)
 		f.skipSpace()
 		if f.pos >= len(f.data) || f.data[f.pos] != ':' {
 			return false
@@ -226,7 +226,7 @@ func (f *finder) array(level int, match bool) bool {
 	f.pos++ // [
 	want := -1
 	if match {
-		want = f.path[level].index
+		want = f.path[level].Index
 		if want < 0 {
 			f.outcome, f.at = lookupNotIndex, level
 		}

@@ -25,7 +25,36 @@ var (
 	// fixed-width form (zero, before 1970 or after year 9999). Dead-letter
 	// reason bad_event_time.
 	ErrBadTime = errors.New("time out of range")
+	// ErrExpression: a {= EXPR} placeholder's expression failed on the
+	// message (a missing field, a type error, its cost limit). Dead-letter
+	// reason expression_failed. The Expr returns it, wrapped.
+	ErrExpression = errors.New("expression failed")
 )
+
+// Value is a decoded payload, or one element of a list, that {data.…} and
+// {item.…} read by path: AppendPath appends the value at path (all of it
+// for an empty path) and returns an error wrapping ErrMissingField or
+// ErrInvalidPayload when it cannot. Package mapping implements it for every
+// format.
+type Value interface {
+	AppendPath(dst []byte, path []Segment) ([]byte, error)
+}
+
+// Expr is a compiled expression of a {= EXPR} placeholder: AppendTo appends
+// its value, rendered, to dst, reading what it needs from in (Vars is for
+// it), and returns dst unchanged with an error wrapping ErrExpression (or
+// another sentinel of this package) when it fails.
+type Expr interface {
+	AppendTo(dst []byte, in *Input) ([]byte, error)
+}
+
+// Options are what CompileWith needs beyond the text.
+type Options struct {
+	// Expr compiles the text of a {= EXPR} placeholder (without the braces
+	// and the =, spaces trimmed). Nil: expressions are parsed for their
+	// braces only, and rendering one fails (what config validation needs).
+	Expr func(src string) (Expr, error)
+}
 
 // Input is one message's values. AppendTo reads it and does not retain it or
 // anything it points to.
@@ -35,8 +64,18 @@ type Input struct {
 	EventTime   time.Time
 	Attributes  map[string]string
 	// Data is the raw payload. {data.…} placeholders read it as JSON without
-	// unmarshalling it.
+	// unmarshalling it, unless Decoded is set.
 	Data []byte
+	// Decoded is the payload decoded by its schema (Avro, Protocol
+	// Buffers): {data.…} reads it instead of Data. {data} is Data still.
+	Decoded Value
+	// Item is the element of the list a mapping makes one row per
+	// element of: {item} and {item.…} read it. Nil: they fail with
+	// ErrMissingField.
+	Item Value
+	// Vars is what the expressions of {= EXPR} placeholders read; the
+	// template does not look at it.
+	Vars any
 }
 
 // Template is a compiled row-key or column template. It is immutable and safe
@@ -45,6 +84,7 @@ type Template struct {
 	src      string
 	parts    []part
 	usesData bool
+	usesItem bool
 }
 
 type kind uint8
@@ -58,6 +98,8 @@ const (
 	kindAttribute
 	kindData
 	kindDataPath
+	kindItem // {item} and {item.a.b}: path may be empty
+	kindExpr
 )
 
 // part is one literal run or one placeholder.
@@ -69,21 +111,29 @@ type part struct {
 	// placeholder is the placeholder as written, e.g. "{data.amount}", so
 	// that errors name it.
 	placeholder string
-	// path is the field path of kindDataPath.
-	path []segment
+	// path is the field path of kindDataPath and kindItem.
+	path []Segment
+	// expr is the compiled expression of kindExpr; nil when compiled
+	// without Options.Expr. text holds its source.
+	expr Expr
 }
 
-// segment is one step of a {data.a.b} path. key is the text as written; it
-// names an object member, and when index >= 0 it also indexes an array.
-type segment struct {
-	key   string
-	index int
+// Segment is one step of a {data.a.b} or {item.a.b} path. Key is the text
+// as written; it names an object member, and when Index >= 0 (Key is all
+// digits) it also indexes an array.
+type Segment struct {
+	Key   string
+	Index int
 }
 
 // Compile parses s. It is meant to run once at start-up; the Template it
 // returns renders without parsing again. The error names the offending
 // placeholder or brace, e.g. `unknown placeholder "{atributes.x}"`.
-func Compile(s string) (*Template, error) {
+func Compile(s string) (*Template, error) { return CompileWith(s, Options{}) }
+
+// CompileWith is Compile with expressions compiled by opts.Expr: its error,
+// for a {= EXPR} placeholder, is prefixed with the placeholder's offset.
+func CompileWith(s string, opts Options) (*Template, error) {
 	t := &Template{src: s}
 	var lit strings.Builder
 	flush := func() {
@@ -98,6 +148,20 @@ func Compile(s string) (*Template, error) {
 			if i+1 < len(s) && s[i+1] == '{' {
 				lit.WriteByte('{')
 				i += 2
+				continue
+			}
+			if i+1 < len(s) && s[i+1] == '=' {
+				end, err := exprEnd(s, i)
+				if err != nil {
+					return nil, err
+				}
+				p, err := compileExpr(s[i:end+1], i, opts)
+				if err != nil {
+					return nil, err
+				}
+				flush()
+				t.parts = append(t.parts, p)
+				i = end + 1
 				continue
 			}
 			n := strings.IndexAny(s[i+1:], "{}")
@@ -115,6 +179,7 @@ func Compile(s string) (*Template, error) {
 			flush()
 			t.parts = append(t.parts, p)
 			t.usesData = t.usesData || p.kind == kindData || p.kind == kindDataPath
+			t.usesItem = t.usesItem || p.kind == kindItem
 			i = end + 1
 		case '}':
 			if i+1 < len(s) && s[i+1] == '}' {
@@ -157,15 +222,82 @@ func compilePlaceholder(ph string) (part, error) {
 		}
 	case strings.HasPrefix(name, "data."):
 		p.kind = kindDataPath
-		for _, key := range strings.Split(name[len("data."):], ".") {
-			if key == "" {
-				return p, fmt.Errorf("empty field name in %q", ph)
-			}
-			p.path = append(p.path, segment{key: key, index: arrayIndex(key)})
-		}
+		return p, p.parsePath(name[len("data."):])
+	case name == "item":
+		p.kind = kindItem
+	case strings.HasPrefix(name, "item."):
+		p.kind = kindItem
+		return p, p.parsePath(name[len("item."):])
 	default:
 		return p, fmt.Errorf("unknown placeholder %q", ph)
 	}
+	return p, nil
+}
+
+// parsePath sets p.path from the dotted path after data. or item.
+func (p *part) parsePath(path string) error {
+	for _, key := range strings.Split(path, ".") {
+		if key == "" {
+			return fmt.Errorf("empty field name in %q", p.placeholder)
+		}
+		p.path = append(p.path, Segment{Key: key, Index: arrayIndex(key)})
+	}
+	return nil
+}
+
+// exprEnd returns the index of the } that closes the {= placeholder at
+// s[start]: braces nest, and braces inside CEL's string literals ('…',
+// "…", ””…””, """…""", with backslash escapes) do not count.
+func exprEnd(s string, start int) (int, error) {
+	depth := 0
+	for i := start; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i, nil
+			}
+		case '\'', '"':
+			triple := strings.Repeat(string(c), 3)
+			if strings.HasPrefix(s[i:], triple) {
+				end := strings.Index(s[i+3:], triple)
+				if end < 0 {
+					return 0, fmt.Errorf("unterminated string in expression at offset %d", i)
+				}
+				i += 3 + end + 2
+				continue
+			}
+			j := i + 1
+			for ; j < len(s) && s[j] != c; j++ {
+				if s[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(s) {
+				return 0, fmt.Errorf("unterminated string in expression at offset %d", i)
+			}
+			i = j
+		}
+	}
+	return 0, fmt.Errorf("unclosed expression %q at offset %d (an expression ends at its matching })", s[start:], start)
+}
+
+// compileExpr compiles the {= EXPR} placeholder ph found at offset off.
+func compileExpr(ph string, off int, opts Options) (part, error) {
+	p := part{kind: kindExpr, placeholder: ph, text: strings.TrimSpace(ph[2 : len(ph)-1])}
+	if p.text == "" {
+		return p, fmt.Errorf("empty expression %q at offset %d", ph, off)
+	}
+	if opts.Expr == nil {
+		return p, nil
+	}
+	e, err := opts.Expr(p.text)
+	if err != nil {
+		return p, fmt.Errorf("expression at offset %d: %w", off, err)
+	}
+	p.expr = e
 	return p, nil
 }
 
@@ -194,6 +326,54 @@ func (t *Template) String() string { return t.src }
 // UsesData reports whether any placeholder reads the payload ({data} or
 // {data.…}), so that callers can skip payload work when none does.
 func (t *Template) UsesData() bool { return t.usesData }
+
+// UsesItem reports whether a placeholder reads the element of a list
+// ({item} or {item.…}); expressions are not looked into (see Expressions).
+func (t *Template) UsesItem() bool { return t.usesItem }
+
+// Expressions returns the source of every {= EXPR} placeholder, in order.
+func (t *Template) Expressions() []string {
+	var out []string
+	for _, p := range t.parts {
+		if p.kind == kindExpr {
+			out = append(out, p.text)
+		}
+	}
+	return out
+}
+
+// Paths returns the field path of every {data.…} placeholder (root "data")
+// and {item.…} placeholder (root "item"), in order, so that a caller with a
+// schema can check them.
+func (t *Template) Paths() []FieldPath {
+	var out []FieldPath
+	for _, p := range t.parts {
+		switch p.kind {
+		case kindDataPath:
+			out = append(out, FieldPath{Root: "data", Path: p.path, Placeholder: p.placeholder})
+		case kindItem:
+			out = append(out, FieldPath{Root: "item", Path: p.path, Placeholder: p.placeholder})
+		}
+	}
+	return out
+}
+
+// FieldPath is a placeholder's path into the payload or an element.
+type FieldPath struct {
+	Root        string // "data" or "item"
+	Path        []Segment
+	Placeholder string // as written: "{data.a.b}"
+}
+
+// Lone returns the expression of a template that is one {= EXPR}
+// placeholder and nothing else, so that a caller can use its typed value
+// (a timestamp) instead of its rendering; nil otherwise.
+func (t *Template) Lone() Expr {
+	if len(t.parts) == 1 && t.parts[0].kind == kindExpr {
+		return t.parts[0].expr
+	}
+	return nil
+}
 
 // Constant reports whether the template has no placeholder at all, so that
 // it renders the same text for every message.
@@ -305,9 +485,35 @@ func (p *part) appendTo(dst []byte, in *Input) ([]byte, error) {
 	case kindData:
 		return append(dst, in.Data...), nil
 	case kindDataPath:
+		if in.Decoded != nil {
+			return p.appendDecoded(dst, in.Decoded)
+		}
 		return p.appendField(dst, in.Data)
+	case kindItem:
+		if in.Item == nil {
+			return dst, fmt.Errorf("%s: %w: no list element here (item is only set in a mapping with each)", p.placeholder, ErrMissingField)
+		}
+		return p.appendDecoded(dst, in.Item)
+	case kindExpr:
+		if p.expr == nil {
+			return dst, fmt.Errorf("%s: %w: not compiled", p.placeholder, ErrExpression)
+		}
+		out, err := p.expr.AppendTo(dst, in)
+		if err != nil {
+			return dst, fmt.Errorf("%s: %w", p.placeholder, err)
+		}
+		return out, nil
 	}
 	panic("template: unknown part kind") // unreachable: Compile sets every kind
+}
+
+// appendDecoded appends the value at p's path in v.
+func (p *part) appendDecoded(dst []byte, v Value) ([]byte, error) {
+	out, err := v.AppendPath(dst, p.path)
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", p.placeholder, err)
+	}
+	return out, nil
 }
 
 func (p *part) attributeNotSet() error {
