@@ -6,7 +6,8 @@
 // receives by StreamingPull (the main subscription). NewPuller makes a
 // Puller, which reads by unary Pull in large batches (the watermark's
 // tracking subscription; see "Puller"). Check verifies the subscription at
-// start and names its topic, retry policy and ack deadline.
+// start and names its topic, retry policy and ack deadline. Schemas
+// fetches the revisions of a topic's schema (see "Schemas").
 //
 // # Guarantees
 //
@@ -181,6 +182,37 @@
 // NotFound, PermissionDenied, Unauthenticated, InvalidArgument,
 // FailedPrecondition or Unimplemented ends Run with that error, as it ends
 // a Receive.
+//
+// # Schemas
+//
+// A topic with a Pub/Sub schema (Avro or Protocol Buffers) sets three
+// attributes on every message: SchemaNameAttribute (projects/P/schemas/S),
+// SchemaRevisionAttribute (the id of the revision that validated it) and
+// SchemaEncodingAttribute ("JSON" or "BINARY"). Schemas, made by NewSchemas
+// from the Schema API's client (cloud.google.com/go/pubsub/v2/apiv1
+// SchemaClient, which app opens), fetches one revision with Get(ctx, name,
+// revision): one GetSchema of "NAME@REVISION" with the full view. Get does
+// not cache; the caller (package mapping) caches what it compiled by name
+// and revision and fetches a new revision once however many messages need
+// it at the same time. So each message is decoded with its own revision,
+// and one committed while pubsink runs needs no restart.
+//
+// Errors: a revision that can never be had wraps ErrSchemaGone, and the
+// message is bad input (dead-lettered): the attributes carry DeletedSchema
+// or DeletedRevision (Pub/Sub's markers once the schema or the revision is
+// deleted; no call is made), the name or revision is not one, or the API
+// answers NotFound (a revision id is never reused and a deleted revision
+// never comes back). Any other failure (Unavailable, DeadlineExceeded,
+// PermissionDenied, ...) is transient and keeps its status code: the
+// pipeline retries the message.
+//
+// Get checks that the answer is the revision it asked for and otherwise
+// looks it up in ListSchemaRevisions. The Pub/Sub emulator and pstest both
+// answer the revision asked for; what the emulator does with schemas
+// (Avro only; the revision tag is the newest revision that reads the
+// message, which need not be the writer's; JSON is Avro's JSON encoding;
+// the deleted markers appear only on messages already in a subscription)
+// is in docs/emulator-schemas.md, pinned by schemas_emulator_test.go.
 //
 // # Errors
 //
