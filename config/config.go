@@ -194,9 +194,10 @@ const (
 	CellTimePublish = "publish_time"
 )
 
-// Sink configures where committed rows go. RowKey and the values of Columns
-// are templates (package template); Columns maps a column qualifier, case
-// kept as written, to its template.
+// Sink configures where committed rows go. RowKey, the values of Columns
+// and a Timestamp other than CellTimeEvent and CellTimePublish are templates
+// (package template); Columns maps a column qualifier, case kept as written,
+// to its template (so do the Columns of each Mapping).
 type Sink struct {
 	Type string `mapstructure:"type"`
 	// Instance defaults to State.Instance.
@@ -215,10 +216,12 @@ type Sink struct {
 	// Mappings are the rows of a message when there are several kinds
 	// (tables, keys): set either these or the single mapping above
 	// (RowKey, Columns, When, Each), not both. Table, ColumnFamily and
-	// Timestamp above are the mappings' defaults.
+	// Timestamp above are the mappings' defaults. With Mappings, RowKey and
+	// Columns get no default and stay empty: use AllMappings.
 	Mappings []Mapping `mapstructure:"mappings"`
-	// MaxRows bounds the rows one message may make; a message that would
-	// make more is dead-lettered as too_many_rows, never half-written.
+	// MaxRows bounds the rows one message may make (1 to 100,000); a
+	// message that would make more is dead-lettered as too_many_rows,
+	// never half-written.
 	MaxRows int   `mapstructure:"max_rows"`
 	Batch   Batch `mapstructure:"batch"`
 }

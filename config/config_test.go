@@ -147,6 +147,7 @@ func TestDefaultsFillEveryUnsetKey(t *testing.T) {
 			},
 			Dedupe:    Dedupe{Window: 10 * time.Minute},
 			Watermark: Watermark{EstimationBand: 10 * time.Second, LateData: LateAccept},
+			Payload:   Payload{Format: FormatJSON},
 			Sink: Sink{
 				Type:         SinkBigtable,
 				Instance:     "i",
@@ -155,6 +156,7 @@ func TestDefaultsFillEveryUnsetKey(t *testing.T) {
 				RowKey:       "{message_id}",
 				Columns:      map[string]string{"data": "{data}"},
 				Timestamp:    CellTimeEvent,
+				MaxRows:      1000,
 				Batch:        Batch{MaxMessages: 500, MaxBytes: 4 * MiB, MaxDelay: 20 * time.Millisecond},
 			},
 		}},
@@ -429,8 +431,10 @@ func TestLoadOfAMissingFileIsNotProblems(t *testing.T) {
 // either a config or problems. Seeds: testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
-	if data, err := os.ReadFile("../examples.yaml"); err == nil {
-		f.Add(data)
+	for _, file := range []string{"../examples.yaml", "testdata/mappings.good.yaml"} {
+		if data, err := os.ReadFile(file); err == nil {
+			f.Add(data)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)

@@ -131,6 +131,21 @@ const (
 	defaultBatchDelay = 20 * time.Millisecond
 	// setup creates the replay subscription under this suffix.
 	defaultDeadLetterSubscriptionSuffix = "-replay"
+	// JSON is what pubsink read before payload formats existed, and what
+	// most publishers send: a file written then means the same now.
+	defaultPayloadFormat = FormatJSON
+	// An avro or protobuf payload cannot be read without a schema; the
+	// topic's own Pub/Sub schema is the one its publishers were checked
+	// against, so it needs no copy to keep in step.
+	defaultPayloadSchema = SchemaTopic
+	// Binary is what Avro and protobuf publishers send unless told
+	// otherwise (a topic schema's messages say their own encoding).
+	defaultPayloadEncoding = EncodingBinary
+	// A message of a 50-element batch, under each, makes 50 rows; 1000 is
+	// far above what a legitimate message makes and bounds a hostile one
+	// (a list of a million elements) to what one ApplyBulk takes
+	// comfortably (the API allows 100,000 mutations per request).
+	defaultMaxRows = 1000
 )
 
 // applyPipelineDefaults fills the keys of p that its YAML element does not
@@ -140,6 +155,19 @@ const (
 func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) {
 	if !set("mode") {
 		p.Mode = defaultMode
+	}
+	if !set("payload.format") {
+		p.Payload.Format = defaultPayloadFormat
+	}
+	// json, string and raw need no schema: none by default (setting one is
+	// a problem). An explicit schema is kept, even an empty one.
+	if !set("payload.schema") && (p.Payload.Format == FormatAvro || p.Payload.Format == FormatProtobuf) {
+		p.Payload.Schema = defaultPayloadSchema
+	}
+	// Only a schema file needs to be told the encoding: a topic schema's
+	// messages carry theirs in googclient_schemaencoding.
+	if !set("payload.encoding") && p.Payload.Schema != "" && !p.Payload.TopicSchema() {
+		p.Payload.Encoding = defaultPayloadEncoding
 	}
 	if !set("source.timestamp_format") {
 		p.Source.TimestampFormat = defaultTimestampFormat
@@ -185,19 +213,31 @@ func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) 
 	if !set("sink.column_family") {
 		p.Sink.ColumnFamily = defaultColumnFamily
 	}
-	if !set("sink.row_key") {
+	// With sink.mappings the sink's own row key and columns are not used:
+	// no default, so that none is mistaken for one the file set.
+	single := len(p.Sink.Mappings) == 0
+	if single && !set("sink.row_key") {
 		// The dedupe key makes a natural idempotent row key: a redelivery
 		// rewrites the same row with the same cells.
-		p.Sink.RowKey = "{message_id}"
-		if p.Source.IDAttribute != "" {
+		switch {
+		case p.Source.IDAttribute != "":
 			p.Sink.RowKey = "{attributes." + p.Source.IDAttribute + "}"
+		case p.Source.IDTemplate != "":
+			p.Sink.RowKey = p.Source.IDTemplate
+		default:
+			p.Sink.RowKey = "{message_id}"
 		}
 	}
-	if !set("sink.columns") {
+	if single && !set("sink.columns") {
 		p.Sink.Columns = map[string]string{defaultColumnName: defaultColumnValue}
 	}
+	// A mapping's table, column family and timestamp default to the sink's,
+	// at use (Sink.AllMappings), so that they follow the sink's defaults.
 	if !set("sink.timestamp") {
 		p.Sink.Timestamp = defaultCellTimestamp
+	}
+	if !set("sink.max_rows") {
+		p.Sink.MaxRows = defaultMaxRows
 	}
 	if !set("sink.batch.max_messages") {
 		p.Sink.Batch.MaxMessages = defaultBatchMessages

@@ -128,10 +128,25 @@ func parse(data []byte) (*Config, error) {
 		if cols, ok := lookup(elem, "sink.columns"); ok {
 			p.Sink.Columns = stringMap(cols)
 		}
-		applyPipelineDefaults(p, func(key string) bool {
+		// The same for each mapping: checkValue kept every element in
+		// place (a broken one as an empty mapping), so they line up.
+		mappings, _ := lookup(elem, "sink.mappings")
+		ms, _ := mappings.([]any)
+		for j := range p.Sink.Mappings {
+			if j >= len(ms) {
+				break
+			}
+			m, _ := ms[j].(map[string]any)
+			if cols, ok := lookup(m, "columns"); ok {
+				p.Sink.Mappings[j].Columns = stringMap(cols)
+			}
+		}
+		set := func(key string) bool {
 			_, ok := lookup(elem, key)
 			return ok
-		}, cfg.State)
+		}
+		applyPipelineDefaults(p, set, cfg.State)
+		checkFileKeys(c, i, elem, set)
 	}
 
 	validate(&cfg, c)

@@ -68,6 +68,11 @@ func (c *collector) addBroken(path, format string, args ...any) {
 	c.broken = append(c.broken, path)
 }
 
+// Locate gives problems found after Parse (by compiling what the file
+// names: schemas, expressions) the lines of their paths in data, the file
+// Parse read, as Parse gives its own, and puts them in file order.
+func (ps Problems) Locate(data []byte) { ps.locate(keyLines(data)) }
+
 // locate gives each problem the line of its path, or of the nearest key
 // above it that the file has, and puts them in file order; problems
 // without a line keep their order, after the others.

@@ -28,6 +28,9 @@ const (
 	// A shorter stall timeout would take a stream that is still opening, or
 	// a pause between two deliveries, for a hang.
 	minStallTimeout = time.Second
+	// A message's rows are written together, never half, so they must fit
+	// in one MutateRows (ApplyBulk) request: at most 100,000 mutations.
+	maxRowsPerMessage = 100_000
 )
 
 var (
@@ -37,6 +40,9 @@ var (
 	// Bigtable table IDs, column family names and app profile IDs (all
 	// [_a-zA-Z0-9][-_.a-zA-Z0-9]* in the API).
 	bigtableIDRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+	// The full name of a protobuf message type: package and name, dotted
+	// identifiers (a type in no package is its name alone).
+	protoMessageRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 )
 
 // validate checks the decoded, defaulted cfg and reports every problem.
@@ -114,6 +120,18 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 			v.claimSubscription(at("source.tracking_subscription"), s.TrackingSubscription)
 		}
 	}
+	if s.IDTemplate != "" {
+		if s.IDAttribute != "" {
+			c.add(at("source.id_template"), "excludes source.id_attribute: set only one of them (each is the whole dedupe key)")
+		}
+		keyTemplate(c, at("source.id_template"), s.IDTemplate, "every message would have one dedupe key, and all but the first would be duplicates")
+	}
+	if s.TimestampTemplate != "" {
+		if s.TimestampAttribute != "" {
+			c.add(at("source.timestamp_template"), "excludes source.timestamp_attribute: set only one of them (each is the whole event time)")
+		}
+		keyTemplate(c, at("source.timestamp_template"), s.TimestampTemplate, "every message would have one event time")
+	}
 	oneOf(c, at("source.timestamp_format"), s.TimestampFormat,
 		TimestampAuto, TimestampRFC3339, TimestampUnixS, TimestampUnixMS, TimestampUnixUS, TimestampUnixNS)
 	if s.Streams < 1 || s.Streams > maxStreams {
@@ -150,54 +168,122 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 		c.add(at("watermark.late_data"), "dead_letter needs a dead_letter output (topic, bigtable_table or file)")
 	}
 
+	v.payload(at, p)
 	v.sink(at, p)
 	v.deadLetter(at, p)
 }
 
+// payload checks the format and the schema keys that go with it. The schema
+// files are not read here (config reads no files): run compiles them.
+func (v *validator) payload(at func(string) string, p *Pipeline) {
+	c, pl := v.c, &p.Payload
+	formats := []string{FormatJSON, FormatAvro, FormatProtobuf, FormatString, FormatRaw}
+	if oneOfNear(c, at("payload.format"), pl.Format, formatAliases, formats...) {
+		switch ext := schemaExt[pl.Format]; {
+		case ext == "":
+			if pl.Schema != "" {
+				c.add(at("payload.schema"), "only for avro and protobuf payloads: a %s payload is read without a schema", pl.Format)
+			}
+		case pl.Schema == "":
+			c.add(at("payload.schema"), "must not be empty: write topic (the topic's Pub/Sub schema) or the path of a %s file", ext)
+		case pl.TopicSchema(), strings.HasSuffix(pl.Schema, ext):
+		case strings.EqualFold(pl.Schema, SchemaTopic):
+			c.add(at("payload.schema"), "%q is neither topic nor the path of a %s file; did you mean topic?", pl.Schema, ext)
+		case strings.HasSuffix(pl.Schema, schemaExt[FormatAvro]):
+			c.add(at("payload.schema"), "%q is an avro schema, but payload.format is %s (write topic or the path of a %s file)", pl.Schema, pl.Format, ext)
+		case strings.HasSuffix(pl.Schema, schemaExt[FormatProtobuf]):
+			c.add(at("payload.schema"), "%q is a protobuf schema, but payload.format is %s (write topic or the path of a %s file)", pl.Schema, pl.Format, ext)
+		default:
+			c.add(at("payload.schema"), "%q is neither topic nor the path of a %s file", pl.Schema, ext)
+		}
+	}
+
+	protoFile := strings.HasSuffix(pl.Schema, schemaExt[FormatProtobuf])
+	switch {
+	case protoFile && pl.Format == FormatProtobuf && pl.Message == "":
+		c.add(at("payload.message"), "required with a .proto schema file: the full name of the payload's message type, such as pkg.Reading")
+	case protoFile && pl.Message != "" && !protoMessageRE.MatchString(pl.Message):
+		c.add(at("payload.message"), "%q is not the full name of a message type (such as pkg.Reading)", pl.Message)
+	case !protoFile && pl.Message != "" && pl.Format == FormatProtobuf && pl.TopicSchema():
+		c.add(at("payload.message"), "only with a .proto schema file: a topic's protobuf schema defines one top-level message type, the payload's")
+	case !protoFile && pl.Message != "":
+		c.add(at("payload.message"), "only with a .proto schema file (payload.format protobuf, payload.schema PATH.proto)")
+	}
+
+	switch {
+	case pl.Encoding == "":
+	case pl.TopicSchema():
+		c.add(at("payload.encoding"), "only with a schema file: with a topic schema each message's googclient_schemaencoding attribute says its encoding")
+	case pl.Schema == "":
+		c.add(at("payload.encoding"), "only with a schema file (payload.schema): it is the encoding of the messages read with it")
+	default:
+		oneOfNear(c, at("payload.encoding"), pl.Encoding, nil, EncodingBinary, EncodingJSON)
+	}
+}
+
+// schemaExt is the extension of the schema file of each payload format; ""
+// for the formats that take no schema.
+var schemaExt = map[string]string{FormatAvro: ".avsc", FormatProtobuf: ".proto"}
+
+// formatAliases are other names for payload formats that "did you mean"
+// should know.
+var formatAliases = map[string]string{"proto": FormatProtobuf, "text": FormatString, "bytes": FormatRaw, "binary": FormatRaw}
+
 func (v *validator) sink(at func(string) string, p *Pipeline) {
 	c, k := v.c, &p.Sink
-	if oneOf(c, at("sink.type"), k.Type, SinkBigtable, SinkStdout) && k.Type == SinkBigtable {
+	mappings := len(k.Mappings) > 0
+	bigtable := oneOf(c, at("sink.type"), k.Type, SinkBigtable, SinkStdout) && k.Type == SinkBigtable
+	if bigtable {
 		if k.Instance == "" {
 			c.add(at("sink.instance"), "required for a bigtable sink (it defaults to state.instance)")
 		}
 		checkAppProfile(c, at("sink.app_profile"), k.AppProfile)
-		if k.Table == "" {
+		// With mappings, sink.table and sink.column_family are only the
+		// mappings' defaults: a mapping without one says so below.
+		switch {
+		case k.Table == "" && !mappings:
 			c.add(at("sink.table"), "required for a bigtable sink")
-		} else if !bigtableIDRE.MatchString(k.Table) {
+		case k.Table != "" && !bigtableIDRE.MatchString(k.Table):
 			c.add(at("sink.table"), "%q is not a Bigtable table ID (letters, digits, _ . -)", k.Table)
 		}
-		if k.ColumnFamily == "" {
+		switch {
+		case k.ColumnFamily == "" && !mappings:
 			c.add(at("sink.column_family"), "required for a bigtable sink")
-		} else if !bigtableIDRE.MatchString(k.ColumnFamily) {
+		case k.ColumnFamily != "" && !bigtableIDRE.MatchString(k.ColumnFamily):
 			c.add(at("sink.column_family"), "%q is not a Bigtable column family name (letters, digits, _ . -)", k.ColumnFamily)
 		}
 	}
-
-	if k.RowKey == "" {
-		c.add(at("sink.row_key"), "must not be empty")
-	} else if t, err := template.Compile(k.RowKey); err != nil {
-		c.add(at("sink.row_key"), "%v", err)
-	} else if t.Constant() {
-		c.add(at("sink.row_key"), "%q has no placeholder: every message would overwrite one row", k.RowKey)
+	if !mappings {
+		v.rowKey(at("sink.row_key"), k.RowKey, k.Each != "", p)
+		columns(c, at("sink.columns"), k.Columns)
 	}
-	if len(k.Columns) == 0 {
-		c.add(at("sink.columns"), "must name at least one column")
-	}
-	names := make([]string, 0, len(k.Columns))
-	for name := range k.Columns {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if name == "" {
-			c.add(at("sink.columns"), "a column qualifier must not be empty")
-			continue
+	// With mappings, the default of their timestamps: checked either way.
+	cellTimestamp(c, at("sink.timestamp"), k.Timestamp)
+	for j, m := range k.Mappings {
+		mp := func(key string) string { return at(fmt.Sprintf("sink.mappings[%d].%s", j, key)) }
+		if bigtable {
+			switch {
+			case m.Table == "" && k.Table == "":
+				c.add(mp("table"), "required for a bigtable sink (it defaults to sink.table, which is not set)")
+			case m.Table != "" && !bigtableIDRE.MatchString(m.Table):
+				c.add(mp("table"), "%q is not a Bigtable table ID (letters, digits, _ . -)", m.Table)
+			}
+			switch {
+			case m.ColumnFamily == "" && k.ColumnFamily == "":
+				c.add(mp("column_family"), "required for a bigtable sink (it defaults to sink.column_family, which is empty)")
+			case m.ColumnFamily != "" && !bigtableIDRE.MatchString(m.ColumnFamily):
+				c.add(mp("column_family"), "%q is not a Bigtable column family name (letters, digits, _ . -)", m.ColumnFamily)
+			}
 		}
-		if _, err := template.Compile(k.Columns[name]); err != nil {
-			c.add(at("sink.columns."+name), "%v", err)
+		v.rowKey(mp("row_key"), m.RowKey, m.Each != "", p)
+		columns(c, mp("columns"), m.Columns)
+		if m.Timestamp != "" { // "": sink.timestamp, checked above
+			cellTimestamp(c, mp("timestamp"), m.Timestamp)
 		}
 	}
-	oneOf(c, at("sink.timestamp"), k.Timestamp, CellTimeEvent, CellTimePublish)
+	if k.MaxRows < 1 || k.MaxRows > maxRowsPerMessage {
+		c.add(at("sink.max_rows"), "must be 1 to %d, not %d", maxRowsPerMessage, k.MaxRows)
+	}
 
 	b := &k.Batch
 	switch {
@@ -217,6 +303,141 @@ func (v *validator) sink(at func(string) string, p *Pipeline) {
 	if b.MaxDelay <= 0 {
 		c.add(at("sink.batch.max_delay"), "must be positive, not %v", b.MaxDelay)
 	}
+}
+
+// rowKey checks a row key at path: a template that reads the message and,
+// in a mapping with each, the element.
+func (v *validator) rowKey(path, key string, each bool, p *Pipeline) {
+	c := v.c
+	if key == "" {
+		c.add(path, "must not be empty")
+		return
+	}
+	t, err := template.Compile(key)
+	switch {
+	case key == p.Source.IDTemplate:
+		// The default row key with source.id_template (or a copy of it):
+		// source.id_template's own check reports what is wrong with it.
+	case err != nil:
+		c.add(path, "%v", err)
+		return
+	case t.Constant():
+		c.add(path, "%q has no placeholder: every message would overwrite one row", key)
+		return
+	}
+	if err == nil && each && !readsItem(t) {
+		c.add(path, "%q does not read item: every element would overwrite one row (use {item.FIELD}, or item in a {= } expression)", key)
+	}
+}
+
+// keyTemplate checks a template at path that must read the message: why
+// says what a constant one would do.
+func keyTemplate(c *collector, path, text, why string) {
+	if t, err := template.Compile(text); err != nil {
+		c.add(path, "%v", err)
+	} else if t.Constant() {
+		c.add(path, "%q has no placeholder: %s", text, why)
+	}
+}
+
+// columns checks the columns of a mapping at path: at least one, each with
+// a qualifier and a template.
+func columns(c *collector, path string, cols map[string]string) {
+	if len(cols) == 0 {
+		c.add(path, "must name at least one column")
+	}
+	names := make([]string, 0, len(cols))
+	for name := range cols {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if name == "" {
+			c.add(path, "a column qualifier must not be empty")
+			continue
+		}
+		if _, err := template.Compile(cols[name]); err != nil {
+			c.add(path+"."+name, "%v", err)
+		}
+	}
+}
+
+// cellTimestamp checks a cell timestamp at path: event_time, publish_time,
+// or a template that reads the message.
+func cellTimestamp(c *collector, path, value string) {
+	if value == CellTimeEvent || value == CellTimePublish {
+		return
+	}
+	if !strings.Contains(value, "{") { // a word: a misspelled source, most likely
+		oneOf(c, path, value, CellTimeEvent, CellTimePublish)
+		return
+	}
+	keyTemplate(c, path, value, "every cell would have one timestamp (write event_time, publish_time or a template that reads the message)")
+}
+
+// readsItem reports whether t reads the element of each: an {item…}
+// placeholder, or item named in an expression.
+func readsItem(t *template.Template) bool {
+	if t.UsesItem() {
+		return true
+	}
+	for _, e := range t.Expressions() {
+		if mentionsItem(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// mentionsItem reports whether the CEL expression src names the variable
+// item: the identifier, outside string literals, not a field selected by a
+// dot (x.item). A syntactic check only; run compiles the expression.
+func mentionsItem(src string) bool {
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == '\'' || c == '"':
+			quote := strings.Repeat(string(c), 3)
+			if strings.HasPrefix(src[i:], quote) {
+				end := strings.Index(src[i+3:], quote)
+				if end < 0 {
+					return false
+				}
+				i += 3 + end + 3
+				continue
+			}
+			j := i + 1
+			for ; j < len(src) && src[j] != c; j++ {
+				if src[j] == '\\' {
+					j++
+				}
+			}
+			i = j + 1
+		case isIdentByte(c):
+			j := i
+			for j < len(src) && isIdentByte(src[j]) {
+				j++
+			}
+			if src[i:j] == "item" && !selected(src[:i]) {
+				return true
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return false
+}
+
+// selected reports whether the identifier after before is selected by a
+// dot (a field name, not a variable).
+func selected(before string) bool {
+	before = strings.TrimRight(before, " \t\r\n")
+	return strings.HasSuffix(before, ".")
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 func (v *validator) deadLetter(at func(string) string, p *Pipeline) {
@@ -276,6 +497,82 @@ func oneOf(c *collector, path, value string, allowed ...string) bool {
 	}
 	c.add(path, "%q is not one of %s", value, strings.Join(allowed, ", "))
 	return false
+}
+
+// oneOfNear is oneOf with "did you mean" for a value close to an allowed
+// one: the same but for case, a prefix of it (proto), a misspelling (an
+// edit distance of at most a third of its length), or one of aliases.
+func oneOfNear(c *collector, path, value string, aliases map[string]string, allowed ...string) bool {
+	for _, a := range allowed {
+		if value == a {
+			return true
+		}
+	}
+	lower := strings.ToLower(strings.TrimSpace(value))
+	near := aliases[lower]
+	for _, a := range allowed {
+		if near != "" {
+			break
+		}
+		if lower == a || len(lower) >= 3 && strings.HasPrefix(a, lower) ||
+			editDistance(lower, a) <= min(3, max(1, len(a)/3)) {
+			near = a
+		}
+	}
+	if near == "" {
+		return oneOf(c, path, value, allowed...)
+	}
+	c.add(path, "%q is not one of %s; did you mean %s?", value, strings.Join(allowed, ", "), near)
+	return false
+}
+
+// checkFileKeys checks what the file itself says of pipeline i (elem, its
+// element of the tree; set, whether it sets a key), which the decoded,
+// defaulted values no longer tell: keys set to "", and single-mapping keys
+// set beside sink.mappings (a default row key must not count).
+func checkFileKeys(c *collector, i int, elem map[string]any, set func(key string) bool) {
+	at := func(key string) string { return fmt.Sprintf("pipelines[%d].%s", i, key) }
+	// An empty expression is not "none" but a mistake, such as a ${VAR}
+	// that expanded to nothing: leaving the key out is how to say none.
+	empty := func(path string, m map[string]any, key string) {
+		if v, ok := lookup(m, key); ok && v == "" {
+			c.add(path, "must not be empty (%s)", emptyExpr[key[strings.LastIndexByte(key, '.')+1:]])
+		}
+	}
+	for _, key := range []string{"filter", "sink.when", "sink.each"} {
+		empty(at(key), elem, key)
+	}
+	ms, ok := lookup(elem, "sink.mappings")
+	if !ok {
+		return
+	}
+	list, _ := ms.([]any) // checkValue made it a list
+	if len(list) == 0 {
+		c.add(at("sink.mappings"), "must list at least one mapping (leave it out for the single mapping of sink.row_key and sink.columns)")
+	}
+	var single []string
+	for _, key := range []string{"sink.row_key", "sink.columns", "sink.when", "sink.each"} {
+		if set(key) {
+			single = append(single, key)
+		}
+	}
+	if len(single) > 0 {
+		c.add(at("sink.mappings"), "excludes %s: set either the mappings or the sink's single mapping (sink.row_key, sink.columns, sink.when, sink.each), not both",
+			strings.Join(single, " and "))
+	}
+	for j, e := range list {
+		m, _ := e.(map[string]any)
+		for _, key := range []string{"when", "each"} {
+			empty(at(fmt.Sprintf("sink.mappings[%d].%s", j, key)), m, key)
+		}
+	}
+}
+
+// emptyExpr says, for each expression key, how to write "none".
+var emptyExpr = map[string]string{
+	"filter": "leave it out to keep every message",
+	"when":   "leave it out to make the rows of every message",
+	"each":   "leave it out for one row per message",
 }
 
 // checkAppProfile reports a profile that is not a Bigtable app profile ID;

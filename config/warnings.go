@@ -10,8 +10,9 @@ import (
 
 // Warnings lists what in cfg works but is probably a mistake, in file
 // order with their lines in data, the YAML cfg was parsed from (nil: no
-// lines): `validate` prints them and exits 0, `run` logs them at start. Today there is one kind: a row key that starts with a value that
-// only grows.
+// lines): `validate` prints them and exits 0, `run` logs them at start.
+// Today there is one kind: a row key (the sink's, or a mapping's) that
+// starts with a value that only grows.
 //
 // Bigtable keeps rows sorted by key and splits a table into tablets by key
 // range. A row key that starts with a timestamp, the message ID (Pub/Sub's
@@ -24,20 +25,26 @@ func Warnings(cfg *Config, data []byte) Problems {
 		if p.Sink.Type != SinkBigtable {
 			continue
 		}
-		t, err := template.Compile(p.Sink.RowKey)
-		if err != nil {
-			continue // validation reported it
-		}
-		_, ph, ok := t.Leading()
-		if !ok {
-			continue
-		}
-		if why := growing(ph, p.Source); why != "" {
-			ws = append(ws, Problem{Path: fmt.Sprintf("pipelines[%d].sink.row_key", i), Message: fmt.Sprintf(
-				"%q starts with %s, %s: every write goes to the tablet at the end of the table (a Bigtable hotspot). "+
-					"Put a field that spreads the keys first ({attributes.customer_id}#%s), "+
-					"reverse the time ({event_time:reverse}), or prefix a hash of the key",
-				p.Sink.RowKey, ph, why, ph)})
+		for j, m := range p.Sink.AllMappings() {
+			path := fmt.Sprintf("pipelines[%d].sink.row_key", i)
+			if len(p.Sink.Mappings) > 0 {
+				path = fmt.Sprintf("pipelines[%d].sink.mappings[%d].row_key", i, j)
+			}
+			t, err := template.Compile(m.RowKey)
+			if err != nil {
+				continue // validation reported it
+			}
+			_, ph, ok := t.Leading()
+			if !ok {
+				continue
+			}
+			if why := growing(ph, p.Source); why != "" {
+				ws = append(ws, Problem{Path: path, Message: fmt.Sprintf(
+					"%q starts with %s, %s: every write goes to the tablet at the end of the table (a Bigtable hotspot). "+
+						"Put a field that spreads the keys first ({attributes.customer_id}#%s), "+
+						"reverse the time ({event_time:reverse}), or prefix a hash of the key",
+					m.RowKey, ph, why, ph)})
+			}
 		}
 	}
 	ws.locate(keyLines(data))
@@ -51,6 +58,9 @@ var timeOrSequence = regexp.MustCompile(`(?i)^(ts|time|timestamp|date|datetime|c
 // growing says why the placeholder ph, leading a row key, takes values that
 // only grow, or "" when it probably does not.
 func growing(ph string, src Source) string {
+	if strings.HasPrefix(ph, "{=") {
+		return "" // an expression: what it computes is not known here
+	}
 	name := strings.TrimSuffix(strings.TrimPrefix(ph, "{"), "}")
 	switch {
 	case name == "message_id":
@@ -59,7 +69,7 @@ func growing(ph string, src Source) string {
 		return "a time"
 	}
 	field := name
-	for _, prefix := range []string{"attributes.", "data."} {
+	for _, prefix := range []string{"attributes.", "data.", "item."} {
 		field = strings.TrimPrefix(field, prefix)
 	}
 	if i := strings.LastIndexByte(field, '.'); i >= 0 {
@@ -68,6 +78,8 @@ func growing(ph string, src Source) string {
 	switch {
 	case src.TimestampAttribute != "" && name == "attributes."+src.TimestampAttribute:
 		return "the event time (source.timestamp_attribute)"
+	case ph == src.TimestampTemplate:
+		return "the event time (source.timestamp_template)"
 	case field != name && timeOrSequence.MatchString(field):
 		return "a field whose name says it is a time or a sequence"
 	}
