@@ -13,6 +13,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
+	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -27,6 +28,7 @@ import (
 	"github.com/pubsink/pubsink/internal/retry"
 	"github.com/pubsink/pubsink/internal/server"
 	"github.com/pubsink/pubsink/internal/state"
+	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"
@@ -57,6 +59,10 @@ type Options struct {
 	// check of the catalog's GC rule; nil: one is created for cfg.Project,
 	// unless Bigtable is given (then the check is skipped).
 	BigtableAdmin Admin
+	// Schemas fetches topic-schema revisions (payload.schema: topic); nil:
+	// a Schema API client is opened with PubSubOptions when a pipeline
+	// needs one, and closed by the App.
+	Schemas mapping.Schemas
 	// Stdout receives the rows of stdout sinks; nil means os.Stdout.
 	Stdout io.Writer
 	// WrapSink, if set, wraps every pipeline's sink (fault injection in
@@ -87,7 +93,10 @@ type App struct {
 	metrics   *metrics.Metrics
 	pubsub    *pubsub.Client
 	ownPubSub bool
-	bigtables map[bigtableKey]*bigtable.Client
+	// schemaClient is the Schema API's, opened when a pipeline reads topic
+	// schemas (app/mapping.go).
+	schemaClient *vkit.SchemaClient
+	bigtables    map[bigtableKey]*bigtable.Client
 	// id names this process among the members of its pipelines.
 	id     string
 	server *server.Server
@@ -282,8 +291,13 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if a.opts.WrapSink != nil {
 		sink = a.opts.WrapSink(pc.Name, sink)
 	}
+	mp, err := a.mapper(ctx, pc, limits)
+	if err != nil {
+		return nil, err
+	}
 	deps := pipeline.Deps{
 		Source:  src,
+		Mapper:  mp,
 		Sink:    sink,
 		Limits:  limits,
 		Metrics: m,
@@ -501,6 +515,9 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) closeClients() {
 	if a.pubsub != nil && a.ownPubSub {
 		a.pubsub.Close()
+	}
+	if a.schemaClient != nil {
+		a.schemaClient.Close()
 	}
 	for _, c := range a.bigtables {
 		c.Close()

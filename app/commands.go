@@ -17,6 +17,8 @@ import (
 	"github.com/pubsink/pubsink/deadletter/replay"
 	"github.com/pubsink/pubsink/internal/buildinfo"
 	"github.com/pubsink/pubsink/internal/logging"
+	"github.com/pubsink/pubsink/mapping"
+	btsink "github.com/pubsink/pubsink/sinks/bigtable"
 )
 
 // The commands of the CLI, one function each. main parses the flags and
@@ -56,6 +58,10 @@ func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 	if err != nil {
 		return nil, nil, &ConfigError{err}
 	}
+	if ps := mappingProblems(cfg); len(ps) > 0 {
+		ps.Locate(data)
+		return nil, nil, &ConfigError{ps}
+	}
 	return cfg, config.Warnings(cfg, data), nil
 }
 
@@ -78,9 +84,9 @@ func Validate(path string, out io.Writer) error {
 }
 
 // localProblems are what validate can check on this machine beyond the
-// file itself, without any service: the directory of every dead-letter
-// file must exist (run would fail to open the file; nothing creates the
-// directory).
+// file itself and its mapping (which every command checks), without any
+// service: the directory of every dead-letter file must exist (run would
+// fail to open the file; nothing creates the directory).
 func localProblems(cfg *config.Config) config.Problems {
 	var ps config.Problems
 	for i, p := range cfg.Pipelines {
@@ -91,6 +97,29 @@ func localProblems(cfg *config.Config) config.Problems {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].dead_letter.file", i),
 				Message: fmt.Sprintf("directory %s does not exist: create it, or name a file in one that does", dir)})
+		}
+	}
+	return ps
+}
+
+// mappingProblems compiles the mapping of every pipeline as run does
+// (mapping.New: schema files, expressions, placeholders' paths against a
+// schema file), and returns its problems with their full key paths. Every
+// command that loads the file checks them, so that run refuses with exit 2
+// what validate reports.
+func mappingProblems(cfg *config.Config) config.Problems {
+	var ps config.Problems
+	for i, p := range cfg.Pipelines {
+		_, err := mapping.New(p, nil, btsink.Limits)
+		var mps config.Problems
+		switch {
+		case errors.As(err, &mps):
+			for _, mp := range mps {
+				mp.Path = fmt.Sprintf("pipelines[%d].%s", i, mp.Path)
+				ps = append(ps, mp)
+			}
+		case err != nil:
+			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d]", i), Message: err.Error()})
 		}
 	}
 	return ps

@@ -96,8 +96,8 @@ func Demo(ctx context.Context, out io.Writer, opts DemoOptions) error {
 	stream := sampleStream(opts.Messages, time.Now(), opts.Seed)
 	publish(fakes.PubSub, cfg.TopicName(pc.Source.Topic), stream)
 	expect := tally(stream)
-	fmt.Fprintf(out, "published %d messages to %s: %d readings from 12 sensors, %d duplicates (a publisher's retries), %d poison\n",
-		len(stream), pc.Source.Topic, expect["reading"], expect["duplicate"], len(stream)-expect["reading"]-expect["duplicate"])
+	fmt.Fprintf(out, "published %d messages to %s: %d readings from 12 sensors, %d duplicates (a publisher's retries), %d heartbeats, %d poison\n",
+		len(stream), pc.Source.Topic, expect["reading"], expect["duplicate"], expect["filtered"], len(stream)-expect["reading"]-expect["duplicate"]-expect["filtered"])
 
 	a, err := Open(ctx, log, cfg, Options{PubSub: ps, Bigtable: openBigtable})
 	if err != nil {
@@ -171,7 +171,7 @@ func waitDrained(ctx context.Context, p *pipeline.Pipeline, published int, timeo
 }
 
 func finished(st pipeline.Status) int64 {
-	n := st.Committed + st.Duplicate + st.Dropped
+	n := st.Committed + st.Duplicate + st.Dropped + st.Filtered
 	for _, c := range st.DeadLettered {
 		n += c
 	}
@@ -228,6 +228,7 @@ func summarize(ctx context.Context, out io.Writer, st pipeline.Status, expect ma
 	fmt.Fprintf(w, "received\t%d\t(redeliveries included)\n", st.Received)
 	fmt.Fprintf(w, "committed\t%d\trows in table %s: %d\n", st.Committed, pc.Sink.Table, count)
 	fmt.Fprintf(w, "duplicate\t%d\tsame reading_id, new message ID: acked, not written\n", st.Duplicate)
+	fmt.Fprintf(w, "filtered\t%d\theartbeats: the filter said no, acked, not written\n", st.Filtered)
 	fmt.Fprintf(w, "dead-lettered\t%d\t%s\n", deadLettered, strings.Join(dl, ", "))
 	if st.Late > 0 {
 		fmt.Fprintf(w, "late\t%d\t\n", st.Late)
@@ -243,7 +244,7 @@ func summarize(ctx context.Context, out io.Writer, st pipeline.Status, expect ma
 
 	fmt.Fprintf(out, "sample rows of %s (row key %s):\n", pc.Sink.Table, pc.Sink.RowKey)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "row key\ttemperature_c\thumidity_pct\tcell time\t\n")
+	fmt.Fprintf(w, "row key\ttemperature_c\ttemperature_f\thumidity_pct\tcell time\t\n")
 	for _, r := range rows {
 		cells := map[string]bigtable.ReadItem{}
 		for _, items := range r {
@@ -251,7 +252,7 @@ func summarize(ctx context.Context, out io.Writer, st pipeline.Status, expect ma
 				cells[it.Column[strings.IndexByte(it.Column, ':')+1:]] = it
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", r.Key(), cells["temperature_c"].Value, cells["humidity_pct"].Value,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", r.Key(), cells["temperature_c"].Value, cells["temperature_f"].Value, cells["humidity_pct"].Value,
 			cells["temperature_c"].Timestamp.Time().UTC().Format("2006-01-02 15:04:05.000"))
 	}
 	w.Flush()
@@ -260,6 +261,9 @@ func summarize(ctx context.Context, out io.Writer, st pipeline.Status, expect ma
 	var problems []string
 	if int(st.Committed) < expect["reading"] || count != expect["reading"] {
 		problems = append(problems, fmt.Sprintf("%d readings published, %d committed, %d rows", expect["reading"], st.Committed, count))
+	}
+	if st.Filtered != int64(expect["filtered"]) {
+		problems = append(problems, fmt.Sprintf("%d heartbeats published, %d filtered", expect["filtered"], st.Filtered))
 	}
 	for _, reason := range []string{"invalid_payload", "missing_field", "bad_event_time"} {
 		if st.DeadLettered[reason] != int64(expect[reason]) {

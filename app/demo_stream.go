@@ -20,8 +20,8 @@ type reading struct {
 // sampleStream makes n sensor readings from 12 sensors, one every 2 s of
 // event time per sensor, ending now, each published up to a second after its
 // event (so slightly out of order); plus duplicates (a publisher retrying a
-// few seconds later: same reading_id, new message ID) and poison messages of
-// each bad-input kind. It is sorted by publish time, as a live topic would
+// few seconds later: same reading_id, new message ID), heartbeats that the
+// filter skips, and poison messages of each bad-input kind. It is sorted by publish time, as a live topic would
 // have received it, and deterministic for a seed.
 func sampleStream(n int, now time.Time, seed uint64) []reading {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
@@ -79,6 +79,13 @@ func sampleStream(n int, now time.Time, seed uint64) []reading {
 	poison(10, "bad_event_time", func(i int) reading {
 		return reading{data: []byte(`{"sensor":"sensor-03","temperature_c":20.1,"humidity_pct":41}`),
 			attrs: map[string]string{"sensor_id": "sensor-03", "reading_id": fmt.Sprintf("bad-ts-%d", i), "event_ts": "yesterday at noon"}}
+	})
+	// Heartbeats: the devices' liveness pings share the topic; the filter
+	// acks them unwritten. They carry no reading_id or event_ts: the filter
+	// runs before either is read.
+	poison(60, "filtered", func(i int) reading {
+		return reading{data: []byte(`{"status":"ok"}`),
+			attrs: map[string]string{"type": "heartbeat", "sensor_id": fmt.Sprintf("sensor-%02d", i%12+1)}}
 	})
 	slices.SortStableFunc(out, func(a, b reading) int { return a.publishAt.Compare(b.publishAt) })
 	return out

@@ -108,9 +108,23 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		}
 	}
 	if p.Sink.Type == config.SinkBigtable {
-		fam := []state.Family{{Name: p.Sink.ColumnFamily}} // no GC rule: every version is kept, so a duplicate write would show
-		if err := s.table(ctx, p.Sink.Instance, p.Sink.Table, fam); err != nil {
-			return err
+		// Every table the mappings write, with the families they name, in
+		// the order the mappings name them.
+		var tables []string
+		families := map[string][]state.Family{}
+		for _, m := range p.Sink.AllMappings() {
+			if _, seen := families[m.Table]; !seen {
+				tables = append(tables, m.Table)
+			}
+			f := state.Family{Name: m.ColumnFamily} // no GC rule: every version is kept, so a duplicate write would show
+			if !slices.Contains(families[m.Table], f) {
+				families[m.Table] = append(families[m.Table], f)
+			}
+		}
+		for _, t := range tables {
+			if err := s.table(ctx, p.Sink.Instance, t, families[t]); err != nil {
+				return err
+			}
 		}
 	}
 	if dl := p.DeadLetter; dl.BigtableTable != "" {

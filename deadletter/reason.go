@@ -7,7 +7,9 @@ type Reason string
 
 // The reasons of docs/reference.md "Dead letter".
 const (
-	// InvalidPayload: a {data.…} placeholder needs JSON and the payload is not.
+	// InvalidPayload: the payload does not decode by its format and schema
+	// (not JSON where JSON is read, not a datum of its Avro or Protocol
+	// Buffers schema, nested too deep, too many values).
 	InvalidPayload Reason = "invalid_payload"
 	// MissingField: an attribute or JSON field a template names is absent.
 	MissingField Reason = "missing_field"
@@ -19,10 +21,23 @@ const (
 	Late Reason = "late"
 	// TooLarge: the row exceeds what the sink accepts, found before writing.
 	TooLarge Reason = "too_large"
+	// SchemaUnavailable: the payload's schema can never be had: the topic's
+	// schema or revision was deleted, the Schema API answers NotFound, the
+	// revision does not compile, or the message names no schema while the
+	// pipeline reads the topic's.
+	SchemaUnavailable Reason = "schema_unavailable"
+	// ExpressionFailed: a CEL expression (filter, when, each, or a computed
+	// value) failed on the message: a missing field, a type error, its
+	// cost limit.
+	ExpressionFailed Reason = "expression_failed"
+	// TooManyRows: the message would make more rows than sink.max_rows; none
+	// is written.
+	TooManyRows Reason = "too_many_rows"
 )
 
 // Reasons lists every reason, for metrics initialisation and validation.
-var Reasons = []Reason{InvalidPayload, MissingField, BadEventTime, SinkRejected, Late, TooLarge}
+var Reasons = []Reason{InvalidPayload, MissingField, BadEventTime, SinkRejected, Late, TooLarge,
+	SchemaUnavailable, ExpressionFailed, TooManyRows}
 
 // ParseReason returns the Reason named s, and false when s names none of
 // Reasons (a typo on the command line must not match nothing silently).

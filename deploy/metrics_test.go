@@ -24,6 +24,8 @@ var exportedMetrics = map[string]metric{
 	"pubsink_messages_dead_lettered_total":      {"counter", []string{"pipeline", "reason"}},
 	"pubsink_messages_late_total":               {"counter", []string{"pipeline"}},
 	"pubsink_messages_dropped_total":            {"counter", []string{"pipeline"}},
+	"pubsink_messages_filtered_total":           {"counter", []string{"pipeline"}},
+	"pubsink_rows_committed_total":              {"counter", []string{"pipeline"}},
 	"pubsink_messages_retried_total":            {"counter", []string{"pipeline"}},
 	"pubsink_messages_in_flight":                {"gauge", []string{"pipeline"}},
 	"pubsink_watermark_timestamp_seconds":       {"gauge", []string{"pipeline"}},

@@ -411,8 +411,8 @@ type failCounter struct {
 	failures atomic.Int64
 }
 
-func (f *failCounter) Write(ctx context.Context, row *sinks.Row) error {
-	err := f.Sink.Write(ctx, row)
+func (f *failCounter) Write(ctx context.Context, rows []sinks.Row) error {
+	err := f.Sink.Write(ctx, rows)
 	if err != nil {
 		f.failures.Add(1)
 	}

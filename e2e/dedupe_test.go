@@ -173,18 +173,20 @@ func (s observedStream) SendMsg(m any) error {
 	return s.ClientStream.SendMsg(m)
 }
 
-// countingSink counts the writes of each row key.
+// countingSink counts the successful writes of each row key.
 type countingSink struct {
 	sinks.Sink
 	mu     sync.Mutex
 	writes map[string]int
 }
 
-func (s *countingSink) Write(ctx context.Context, row *sinks.Row) error {
-	err := s.Sink.Write(ctx, row)
+func (s *countingSink) Write(ctx context.Context, rows []sinks.Row) error {
+	err := s.Sink.Write(ctx, rows)
 	if err == nil {
 		s.mu.Lock()
-		s.writes[row.Key]++
+		for i := range rows {
+			s.writes[rows[i].Key]++
+		}
 		s.mu.Unlock()
 	}
 	return err

@@ -55,12 +55,12 @@ type flakySink struct {
 	failures atomic.Int64
 }
 
-func (f *flakySink) Write(ctx context.Context, row *sinks.Row) error {
+func (f *flakySink) Write(ctx context.Context, rows []sinks.Row) error {
 	if f.failing.Load() {
 		f.failures.Add(1)
 		return status.Error(codes.Unavailable, "injected: tablet server unavailable")
 	}
-	return f.Sink.Write(ctx, row)
+	return f.Sink.Write(ctx, rows)
 }
 
 // slowDrain makes a test configuration read one stream with a smaller

@@ -436,14 +436,14 @@ type blockingSink struct {
 	held    atomic.Int64
 }
 
-func (s *blockingSink) Write(ctx context.Context, row *sinks.Row) error {
+func (s *blockingSink) Write(ctx context.Context, rows []sinks.Row) error {
 	s.held.Add(1)
 	select {
 	case <-s.release:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return s.Sink.Write(ctx, row)
+	return s.Sink.Write(ctx, rows)
 }
 
 // TestWatchdogLeavesAPipelineStalledOnItsSinkAlone: the sink holds every

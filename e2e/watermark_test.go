@@ -66,14 +66,16 @@ type recordingSink struct {
 	stall *atomic.Bool
 }
 
-func (s recordingSink) Write(ctx context.Context, row *sinks.Row) error {
+func (s recordingSink) Write(ctx context.Context, rows []sinks.Row) error {
 	for s.stall != nil && s.stall.Load() && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	err := s.Sink.Write(ctx, row)
+	err := s.Sink.Write(ctx, rows)
 	if err == nil {
 		s.w.mu.Lock()
-		s.w.done[row.Key] = true
+		for i := range rows {
+			s.w.done[rows[i].Key] = true
+		}
 		s.w.mu.Unlock()
 	}
 	return err

@@ -166,8 +166,8 @@ type discardSink struct {
 	batcher *batch.Batcher[discardEntry]
 }
 
-// discardEntry is what the Bigtable sink keeps of a row: its key and one
-// copy of its values.
+// discardEntry is what the Bigtable sink keeps of a message: its first
+// row's key and one copy of its rows' values.
 type discardEntry struct {
 	key    string
 	values []byte
@@ -179,16 +179,24 @@ func newDiscardSink(cfg config.Batch) *discardSink {
 	}, func(context.Context, []discardEntry) []error { return nil })}
 }
 
-func (s *discardSink) Write(ctx context.Context, row *sinks.Row) error {
-	n := 0
-	for _, c := range row.Cells {
-		n += len(c.Value)
+func (s *discardSink) Write(ctx context.Context, rows []sinks.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	n, size := 0, 0
+	for i := range rows {
+		for _, c := range rows[i].Cells {
+			n += len(c.Value)
+		}
+		size += rows[i].Size()
 	}
 	buf := make([]byte, 0, n)
-	for _, c := range row.Cells {
-		buf = append(buf, c.Value...)
+	for i := range rows {
+		for _, c := range rows[i].Cells {
+			buf = append(buf, c.Value...)
+		}
 	}
-	return s.batcher.Add(ctx, discardEntry{key: row.Key, values: buf}, row.Size())
+	return s.batcher.AddN(ctx, discardEntry{key: rows[0].Key, values: buf}, len(rows), size)
 }
 
 func (s *discardSink) Close(ctx context.Context) error { return s.batcher.Close(ctx) }

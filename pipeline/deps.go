@@ -8,6 +8,7 @@ import (
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
@@ -21,6 +22,10 @@ import (
 type Deps struct {
 	// Source delivers the messages; Run needs it, Handle does not.
 	Source Source
+	// Mapper makes the rows of a message (package mapping); nil: New
+	// compiles the pipeline's configuration into one, without topic
+	// schemas (what tests need).
+	Mapper Mapper
 	Sink   sinks.Sink
 	// Limits are the sink's sizes, checked before a write so that an
 	// oversized row is too_large instead of failing the batch it joins.
@@ -67,6 +72,17 @@ type Source interface {
 	// while messages wait and reopening them did not help (the watchdog):
 	// then the process is unhealthy. Stalled and Ready ask it.
 	Stalled() error
+}
+
+// Mapper turns a message into its event time, dedupe key and rows
+// (package mapping).
+type Mapper interface {
+	// Map fills r from m. Its error is a *mapping.BadInput (dead-letter the
+	// message with its reason), or transient (a topic schema that could not
+	// be fetched yet) or ctx's. r.Filtered says the filter was false.
+	Map(ctx context.Context, m *source.Message, r *mapping.Result) error
+	// Stats are the format and the schema revisions met, for /status.
+	Stats() mapping.Stats
 }
 
 // Deduper claims dedupe keys (package dedupe).

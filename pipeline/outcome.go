@@ -18,6 +18,9 @@ const (
 	DeadLettered
 	// Dropped: a late message that late_data: drop says to ack unwritten.
 	Dropped
+	// Filtered: the pipeline's filter was false for the message; acked
+	// unwritten.
+	Filtered
 )
 
 // Ack reports whether the delivery is acked.
@@ -33,6 +36,8 @@ func (o Outcome) String() string {
 		return "dead_lettered"
 	case Dropped:
 		return "dropped"
+	case Filtered:
+		return "filtered"
 	}
 	return "retry"
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 )
@@ -23,7 +24,7 @@ type Pipeline struct {
 	name     string
 	cfg      config.Pipeline
 	log      *zap.Logger
-	decoder  *decoder
+	mapper   Mapper
 	deps     Deps
 	retry    retry.Policy
 	dlWait   time.Duration
@@ -38,15 +39,19 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 	if deps.Sink == nil || deps.Metrics == nil {
 		return nil, errors.New("pipeline: Sink and Metrics are required")
 	}
-	d, err := newDecoder(cfg, deps.Limits)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline %s: %w", cfg.Name, err)
+	mapper := deps.Mapper
+	if mapper == nil {
+		m, err := mapping.New(cfg, nil, deps.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", cfg.Name, err)
+		}
+		mapper = m
 	}
 	p := &Pipeline{
 		name:     cfg.Name,
 		cfg:      cfg,
 		log:      log.Named("pipeline").With(zap.String("pipeline", cfg.Name)),
-		decoder:  d,
+		mapper:   mapper,
 		deps:     deps,
 		retry:    deps.Retry,
 		dlWait:   deps.DeadLetterWait,
@@ -88,8 +93,8 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 	return out.Ack()
 }
 
-// process runs the stages in order: decode, dedupe, late check, write,
-// commit. Each stage either passes the message on or ends it in an outcome.
+// process runs the stages in order: map (event time, dedupe key, filter,
+// rows), dedupe, late check, write, commit. Each stage either passes the message on or ends it in an outcome.
 //
 // The path of a message that is written is kept to small frames, every
 // stage that it does not need (a retry, a dead letter, the dedupe of
@@ -97,30 +102,60 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 // callback in a new goroutine, whose stack starts small and is copied to a
 // larger one when a call goes past it, once per message.
 func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Outcome {
-	if err := p.decoder.decode(m, r); err != nil {
-		return p.badInput(ctx, m, r, err)
+	if err := p.mapper.Map(ctx, m, &r.Result); err != nil {
+		if out, done := p.mapFailed(ctx, m, r, err); done {
+			return out
+		}
+	}
+	if r.Filtered {
+		// Before dedupe: a filtered message makes no state write, and its
+		// redelivery is filtered again (the filter is deterministic).
+		return Filtered
 	}
 	if p.deps.Dedupe != nil {
 		return p.processClaimed(ctx, m, r)
 	}
 	// at_least_once: what store does, in place, for one frame less on the
 	// stack of the write.
-	if p.isLate(r.eventTime) {
+	if p.isLate(r.EventTime) {
 		if out, done := p.late(ctx, m, r); done {
 			return out
 		}
 	}
-	if err := p.deps.Sink.Write(ctx, &r.row); err != nil {
+	if err := p.write(ctx, r); err != nil {
 		return p.writeFailed(ctx, m, r, err)
 	}
 	return Committed
 }
 
-// badInput dead-letters a message that decode refused with err.
-func (p *Pipeline) badInput(ctx context.Context, m *source.Message, r *record, err error) Outcome {
-	var bad *badInput
-	errors.As(err, &bad)
-	return p.deadLetter(ctx, m, r, bad.reason, bad.err)
+// mapFailed handles the failure err of the mapping: a message that can
+// never be written is dead-lettered with the mapping's reason; a transient
+// failure (a topic schema not fetched yet) is retried, and done is false
+// once the mapping succeeded.
+func (p *Pipeline) mapFailed(ctx context.Context, m *source.Message, r *record, err error) (out Outcome, done bool) {
+	var bad *mapping.BadInput
+	if !errors.As(err, &bad) {
+		err = p.retry.Retry(ctx, transient(ctx), err, func() error {
+			return p.mapper.Map(ctx, m, &r.Result)
+		}, p.logRetry(m, "mapping"))
+		if err == nil {
+			return 0, false
+		}
+		if !errors.As(err, &bad) {
+			return Retry, true
+		}
+	}
+	return p.deadLetter(ctx, m, r, bad.Reason, bad.Err), true
+}
+
+// write writes the rows of r, all in one call, so that they share a batch
+// where they fit. A message without rows (its mappings' when were false,
+// its lists empty) writes nothing and is committed.
+func (p *Pipeline) write(ctx context.Context, r *record) error {
+	if len(r.Rows) == 0 {
+		return nil
+	}
+	return p.deps.Sink.Write(ctx, r.Rows)
 }
 
 // processClaimed is the rest of process in exactly_once mode: dedupe, then
@@ -132,7 +167,7 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 	defer func() { claim.Release() }() // a closure: claim is set below
 	var dup bool
 	err := p.retry.Do(ctx, transient(ctx), func() (err error) {
-		claim, dup, err = p.deps.Dedupe.Claim(ctx, r.key, m.ID)
+		claim, dup, err = p.deps.Dedupe.Claim(ctx, r.Key, m.ID)
 		return err
 	}, p.logRetry(m, "dedupe lookup"))
 	if err != nil {
@@ -162,13 +197,13 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 // Lateness is judged after dedupe: a redelivery of a committed message is a
 // duplicate, however far the watermark has moved since.
 func (p *Pipeline) store(ctx context.Context, m *source.Message, r *record) Outcome {
-	if p.isLate(r.eventTime) {
+	if p.isLate(r.EventTime) {
 		if out, done := p.late(ctx, m, r); done {
 			return out
 		}
 	}
 	// The first attempt is a plain call; only a failure enters the retries.
-	if err := p.deps.Sink.Write(ctx, &r.row); err != nil {
+	if err := p.write(ctx, r); err != nil {
 		return p.writeFailed(ctx, m, r, err)
 	}
 	return Committed
@@ -183,25 +218,41 @@ func (p *Pipeline) late(ctx context.Context, m *source.Message, r *record) (Outc
 	case config.LateDrop:
 		return Dropped, true
 	case config.LateDeadLetter:
-		return p.deadLetter(ctx, m, r, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.eventTime.UTC().Format(time.RFC3339Nano))), true
+		return p.deadLetter(ctx, m, r, deadletter.Late, fmt.Errorf("event time %s is behind the watermark", r.EventTime.UTC().Format(time.RFC3339Nano))), true
 	}
 	return 0, false
 }
 
-// writeFailed retries the write of the row whose first attempt failed with
-// err, and returns Committed once it is durable; a rejection is
-// dead-lettered.
+// writeFailed retries the write of the rows whose first attempt failed with
+// err, and returns Committed once they are durable; a rejection of any of
+// them dead-letters the message, naming the row.
 func (p *Pipeline) writeFailed(ctx context.Context, m *source.Message, r *record, err error) Outcome {
 	err = p.retry.Retry(ctx, transient(ctx), err, func() error {
-		return p.deps.Sink.Write(ctx, &r.row)
+		return p.write(ctx, r)
 	}, p.logRetry(m, "sink write"))
 	switch {
 	case err == nil:
 		return Committed
 	case sinks.IsRejected(err):
-		return p.deadLetter(ctx, m, r, deadletter.SinkRejected, err)
+		return p.deadLetter(ctx, m, r, deadletter.SinkRejected, rejectedRow(r, err))
 	}
 	return Retry
+}
+
+// rejectedRow names the row of r that the sink refused in err, when the
+// message has several: its index and table (not its key, which may hold
+// payload values).
+func rejectedRow(r *record, err error) error {
+	var rej *sinks.RejectedError
+	if len(r.Rows) < 2 || !errors.As(err, &rej) || rej.Row < 0 || rej.Row >= len(r.Rows) {
+		return err
+	}
+	row := &r.Rows[rej.Row]
+	table := row.Table
+	if table == "" {
+		table = "the sink's table"
+	}
+	return fmt.Errorf("row %d of %d (%s): %w", rej.Row+1, len(r.Rows), table, err)
 }
 
 // isLate reports whether an event time is behind the watermark by more than
@@ -310,7 +361,7 @@ func deadLetterKey(id string) string { return "\xffdead-letter\xff" + id }
 func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out Outcome) Outcome {
 	mt := p.deps.Metrics
 	if out != Retry && p.deps.Tracker != nil {
-		et := r.eventTime
+		et := r.EventTime
 		if et.IsZero() { // bad event time: the publish time stands in
 			et = m.PublishTime
 		}
@@ -326,11 +377,14 @@ func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out
 		mt.Retried.Inc()
 	case Committed:
 		mt.Committed.Inc()
+		mt.Rows.Add(float64(len(r.Rows)))
 		mt.CommitLatency.Observe(time.Since(m.PublishTime).Seconds())
 	case Duplicate:
 		mt.Duplicate.Inc()
 	case Dropped:
 		mt.Dropped.Inc()
+	case Filtered:
+		mt.Filtered.Inc()
 	case DeadLettered:
 		mt.DeadLettered(string(r.reason)).Inc()
 	}

@@ -18,12 +18,14 @@ import (
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/watermark"
 )
 
-// fakeSink records rows; fail, if set, decides each write's error.
+// fakeSink records rows; fail, if set, decides the error of each row of
+// write n (the first error fails the whole write, which records nothing).
 type fakeSink struct {
 	mu   sync.Mutex
 	rows map[string]sinks.Row
@@ -31,19 +33,23 @@ type fakeSink struct {
 	fail func(n int, row *sinks.Row) error
 }
 
-func (s *fakeSink) Write(_ context.Context, row *sinks.Row) error {
+func (s *fakeSink) Write(_ context.Context, rows []sinks.Row) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
 	if s.fail != nil {
-		if err := s.fail(s.n, row); err != nil {
-			return err
+		for i := range rows {
+			if err := s.fail(s.n, &rows[i]); err != nil {
+				return err
+			}
 		}
 	}
 	if s.rows == nil {
 		s.rows = map[string]sinks.Row{}
 	}
-	s.rows[row.Key] = *row
+	for _, row := range rows {
+		s.rows[row.Key] = row
+	}
 	return nil
 }
 
@@ -591,7 +597,7 @@ func TestNewRejectsBadTemplates(t *testing.T) {
 	if err == nil {
 		t.Fatal("want an error for an unknown placeholder")
 	}
-	var dummy *badInput
+	var dummy *mapping.BadInput
 	if errors.As(err, &dummy) {
 		t.Fatal("a config error is not bad input")
 	}

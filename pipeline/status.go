@@ -6,6 +6,7 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/watermark"
 )
@@ -22,8 +23,12 @@ type Status struct {
 	DeadLettered map[string]int64 `json:"dead_lettered"`
 	Late         int64            `json:"late"`
 	Dropped      int64            `json:"dropped"`
-	Retried      int64            `json:"retried"`
-	InFlight     int64            `json:"in_flight"`
+	// Filtered counts the messages the filter said no to; Rows the rows
+	// committed messages made.
+	Filtered int64 `json:"filtered"`
+	Rows     int64 `json:"rows"`
+	Retried  int64 `json:"retried"`
+	InFlight int64 `json:"in_flight"`
 	// StreamReopens counts the watchdog's reopens of the streams of the
 	// pipeline's subscriptions (pubsink_source_stream_reopens_total);
 	// Stalled is the reason the process is unhealthy, when a reopen did not
@@ -37,6 +42,9 @@ type Status struct {
 	// Watermark and its lag behind now, when the pipeline tracks one.
 	Watermark           *time.Time `json:"watermark,omitempty"`
 	WatermarkLagSeconds *float64   `json:"watermark_lag_seconds,omitempty"`
+
+	// Mapping is the payload's format and the topic-schema revisions met.
+	Mapping mapping.Stats `json:"mapping"`
 
 	// Dedupe is the dedupe state (filter fill, estimated false-positive
 	// rate, catalog lookups), when the pipeline dedupes.
@@ -62,6 +70,9 @@ func (p *Pipeline) Status() Status {
 		Duplicate:    int64(metrics.Value(m.Duplicate)),
 		Late:         int64(metrics.Value(m.Late)),
 		Dropped:      int64(metrics.Value(m.Dropped)),
+		Filtered:     int64(metrics.Value(m.Filtered)),
+		Rows:         int64(metrics.Value(m.Rows)),
+		Mapping:      p.mapper.Stats(),
 		Retried:      int64(metrics.Value(m.Retried)),
 		InFlight:     int64(metrics.Value(m.InFlight)),
 		DeadLettered: map[string]int64{},

@@ -54,6 +54,20 @@ func (e *EventTime) Of(attributes map[string]string, publishTime time.Time) (tim
 	return t, nil
 }
 
+// Parse reads s in the configured format, as Of reads the attribute: for an
+// event time that comes from elsewhere (a payload field, an expression's
+// value). Its error wraps ErrBadEventTime and does not quote s.
+func (e *EventTime) Parse(s string) (time.Time, error) {
+	t, err := e.parse(s)
+	if err == nil && t.Before(epoch) {
+		err = errBeforeEpoch
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", ErrBadEventTime, err)
+	}
+	return t, nil
+}
+
 // epoch is the earliest event time: a Bigtable cell timestamp cannot be
 // negative, and {event_time} renders 1970..9999 only. Refusing an earlier
 // time here makes it bad_event_time at decode, in every format, rather than

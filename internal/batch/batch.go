@@ -25,7 +25,9 @@ const maxPrealloc = 1024
 // Config bounds the batches of a Batcher. A zero or negative bound is not
 // applied.
 type Config struct {
-	// MaxItems sends a batch once it holds this many items.
+	// MaxItems sends a batch once it holds this many items; an item added
+	// with AddN counts as n. An item that counts as more than MaxItems is
+	// sent in a batch of its own.
 	MaxItems int
 	// MaxBytes sends a batch once the sizes given to Add reach this sum. An
 	// item larger than MaxBytes is sent in a batch of its own.
@@ -86,6 +88,7 @@ type Batcher[T any] struct {
 // index.
 type batch[T any] struct {
 	items []T
+	count int // the items' counts against MaxItems (AddN)
 	bytes int
 	full  bool // takes no more items
 	ready bool // goes as soon as a slot is free: full, timed out, or closing
@@ -135,13 +138,22 @@ func New[T any](cfg Config, flush func(ctx context.Context, items []T) []error) 
 // only batch idempotent work and must not change what item refers to.
 // After Close, Add returns ErrClosed. Add is safe for concurrent use.
 func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
+	return b.AddN(ctx, item, 1, size)
+}
+
+// AddN is Add for an item that counts as n items against MaxItems (n at
+// least 1): one that stands for several, such as the rows of one message,
+// which must travel in the same batch. An item that counts as more than
+// MaxItems goes in a batch of its own, as one larger than MaxBytes does.
+func (b *Batcher[T]) AddN(ctx context.Context, item T, n, size int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	n = max(n, 1)
 	// Queuing and waiting are apart so that their frames are not on the
 	// stack at once: callers may run on small goroutine stacks (the
 	// Bigtable sink's, in a callback of the Pub/Sub client).
-	bt, i, w, err := b.queue(ctx, item, size)
+	bt, i, w, err := b.queue(ctx, item, n, size)
 	if err != nil {
 		return err
 	}
@@ -150,7 +162,7 @@ func (b *Batcher[T]) Add(ctx context.Context, item T, size int) error {
 
 // queue adds item to the current batch, once there is room, and returns the
 // batch, the item's index in it and how its caller is to wait.
-func (b *Batcher[T]) queue(ctx context.Context, item T, size int) (*batch[T], int, waiter, error) {
+func (b *Batcher[T]) queue(ctx context.Context, item T, n, size int) (*batch[T], int, waiter, error) {
 	b.mu.Lock()
 	for {
 		if b.closed {
@@ -163,7 +175,7 @@ func (b *Batcher[T]) queue(ctx context.Context, item T, size int) (*batch[T], in
 			break
 		}
 		if !cur.full {
-			if cur.fits(b, size) {
+			if cur.fits(b, n, size) {
 				break
 			}
 			// The item would push cur past a bound: cur goes as it is, and
@@ -187,6 +199,7 @@ func (b *Batcher[T]) queue(ctx context.Context, item T, size int) (*batch[T], in
 	bt := b.cur
 	i := len(bt.items)
 	bt.items = append(bt.items, item)
+	bt.count += n
 	bt.bytes += size
 	w := alone
 	if done := ctx.Done(); done != nil {
@@ -200,7 +213,7 @@ func (b *Batcher[T]) queue(ctx context.Context, item T, size int) (*batch[T], in
 			w = other
 		}
 	}
-	if (b.maxItems > 0 && len(bt.items) >= b.maxItems) || (b.maxBytes > 0 && bt.bytes >= b.maxBytes) {
+	if (b.maxItems > 0 && bt.count >= b.maxItems) || (b.maxBytes > 0 && bt.bytes >= b.maxBytes) {
 		b.markFull(bt)
 	} else if bt.ready {
 		b.dispatch()
@@ -429,11 +442,11 @@ func (b *Batcher[T]) flushOne(bt *batch[T]) {
 	bt.wakeAll()
 }
 
-func (bt *batch[T]) fits(b *Batcher[T], size int) bool {
+func (bt *batch[T]) fits(b *Batcher[T], n, size int) bool {
 	if len(bt.items) == 0 {
 		return true
 	}
-	if b.maxItems > 0 && len(bt.items) >= b.maxItems {
+	if b.maxItems > 0 && bt.count+n > b.maxItems {
 		return false
 	}
 	return b.maxBytes <= 0 || bt.bytes+size <= b.maxBytes

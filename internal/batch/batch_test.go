@@ -154,6 +154,66 @@ func TestBatchIsSentWhenMaxBytesIsReached(t *testing.T) {
 	})
 }
 
+func TestAddNCountsAsNItemsAgainstMaxItems(t *testing.T) {
+	t.Run("items of weight 2 fill a batch of MaxItems 4 with two", func(t *testing.T) {
+		var r recorder
+		b := New(Config{MaxItems: 4, MaxDelay: time.Hour}, r.flush)
+		defer closeOK(t, b)
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() {
+				if err := b.AddN(t.Context(), i, 2, 1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if got := r.sizes(); !slices.Equal(got, []int{2, 2}) {
+			t.Errorf("batch sizes = %v, want [2 2] (the timer is an hour away)", got)
+		}
+	})
+	t.Run("an item that does not fit sends the batch before it", func(t *testing.T) {
+		var r recorder
+		b := New(Config{MaxItems: 4, MaxDelay: time.Hour}, r.flush)
+		first := make(chan error, 1)
+		go func() { first <- b.AddN(t.Context(), 1, 3, 1) }()
+		waitFor(t, func() bool { return b.curLen() == 1 })
+		second := make(chan error, 1)
+		go func() { second <- b.AddN(t.Context(), 2, 2, 1) }()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if got := r.sizes(); !slices.Equal(got, []int{1}) {
+			t.Errorf("batch sizes = %v, want [1]: item 2 waits in the next batch", got)
+		}
+		closeOK(t, b)
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an item counting more than MaxItems goes alone", func(t *testing.T) {
+		var r recorder
+		b := New(Config{MaxItems: 4, MaxDelay: time.Hour}, r.flush)
+		small := make(chan error, 1)
+		go func() { small <- b.Add(t.Context(), 1, 1) }()
+		waitFor(t, func() bool { return b.curLen() == 1 })
+		if err := b.AddN(t.Context(), 2, 9, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-small; err != nil {
+			t.Fatal(err)
+		}
+		r.mu.Lock()
+		got := slices.Clone(r.batches)
+		r.mu.Unlock()
+		slices.SortFunc(got, func(a, b []int) int { return a[0] - b[0] })
+		if fmt.Sprint(got) != "[[1] [2]]" {
+			t.Errorf("batches = %v, want [[1] [2]]", got)
+		}
+		closeOK(t, b)
+	})
+}
+
 func TestBatchIsSentMaxDelayAfterItsFirstItem(t *testing.T) {
 	var r recorder
 	const delay = 30 * time.Millisecond

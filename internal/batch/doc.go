@@ -7,15 +7,17 @@
 // what a flush does, nor retries: a FlushFunc classifies its errors and the
 // caller of Add decides what to do with them.
 //
-// The entry point is New, then Add from any number of goroutines, then
-// Close.
+// The entry point is New, then Add (or AddN) from any number of goroutines,
+// then Close.
 //
 // # Guarantees
 //
 //   - A batch is sent when it holds Config.MaxItems items, when the sizes of
 //     its items reach Config.MaxBytes (an item larger than MaxBytes goes in a
 //     batch of its own), or Config.MaxDelay after its first item, whichever
-//     comes first. No batch is ever sent empty.
+//     comes first. An item added with AddN counts as n items against
+//     MaxItems, and goes in a batch of its own when n is over MaxItems; an
+//     item is never split. No batch is ever sent empty.
 //   - At most Config.MaxInFlight flushes run at once. While all are busy, one
 //     more batch waits for a slot and the following batch keeps filling up to
 //     its bounds; once that one is full too, Add blocks before queuing

@@ -23,6 +23,8 @@ type Metrics struct {
 	deadLettered  *prometheus.CounterVec
 	late          *prometheus.CounterVec
 	dropped       *prometheus.CounterVec
+	filtered      *prometheus.CounterVec
+	rows          *prometheus.CounterVec
 	retried       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
 	dlErrors      *prometheus.CounterVec
@@ -82,6 +84,8 @@ func New() *Metrics {
 		deadLettered:  counter("pubsink_messages_dead_lettered_total", "Messages acked after their copy was confirmed by the dead-letter output, by reason.", "pipeline", "reason"),
 		late:          counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
 		dropped:       counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
+		filtered:      counter("pubsink_messages_filtered_total", "Messages acked unwritten because the pipeline's filter was false for them.", pl...),
+		rows:          counter("pubsink_rows_committed_total", "Rows written by committed messages (a message makes none, one or many).", pl...),
 		retried:       counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
 		sinkErrors:    counter("pubsink_sink_write_errors_total", "Rows a sink write did not write, by the gRPC code of the last failure (a failed call counts each of its rows).", "pipeline", "code"),
 		lookups:       counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
@@ -129,6 +133,8 @@ type Pipeline struct {
 	Duplicate     prometheus.Counter
 	Late          prometheus.Counter
 	Dropped       prometheus.Counter
+	Filtered      prometheus.Counter
+	Rows          prometheus.Counter
 	Retried       prometheus.Counter
 	InFlight      prometheus.Gauge
 	SinkWrite     prometheus.Observer
@@ -177,6 +183,8 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		Duplicate:        m.duplicate.WithLabelValues(name),
 		Late:             m.late.WithLabelValues(name),
 		Dropped:          m.dropped.WithLabelValues(name),
+		Filtered:         m.filtered.WithLabelValues(name),
+		Rows:             m.rows.WithLabelValues(name),
 		Retried:          m.retried.WithLabelValues(name),
 		InFlight:         m.inFlight.WithLabelValues(name),
 		SinkWrite:        m.sinkWrite.WithLabelValues(name),

@@ -1,9 +1,11 @@
 package bigtable
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	cbt "cloud.google.com/go/bigtable"
@@ -24,7 +26,7 @@ const (
 	MaxKeyBytes       = 4 << 10   // row key
 	MaxQualifierBytes = 16 << 10  // column qualifier
 	MaxCellBytes      = 100 << 20 // one cell value
-	MaxRowBytes       = 256 << 20 // all values of one row (of one write, here)
+	MaxRowBytes       = 256 << 20 // all values of one row
 	// MaxCells is the most mutations one MutateRows request may carry. The
 	// client splits a batch into requests under it, but never splits a row.
 	MaxCells = 100_000
@@ -51,6 +53,12 @@ var Limits = sinks.Limits{MaxKeyBytes: MaxKeyBytes, MaxCellBytes: MaxCellBytes, 
 // retries the codes it knows; between calls only the pipeline retries, and
 // the sink never loops. 30 s is well beyond a healthy ApplyBulk (tens of
 // milliseconds) and well within the ack-deadline extension of the source.
+//
+// A batch whose rows go to several tables is one ApplyBulk per table, all
+// started at once, each bounded by it: so a batch, the calls of all its
+// tables together, waits at most this long for its calls, however many
+// tables its messages write to (the solo retries and probes of a refused
+// row come after, each bounded by it too).
 const applyTimeout = 30 * time.Second
 
 // checkKey is the row read by Check, and the row of the schema probe (see
@@ -59,21 +67,34 @@ const applyTimeout = 30 * time.Second
 // its own cell in it.
 const checkKey = "\x00pubsink-check\x00"
 
-// Sink writes rows to one Bigtable table with ApplyBulk. See the package
-// documentation for its guarantees.
+// Sink writes the rows of messages to the Bigtable tables its configuration
+// names, with ApplyBulk. See the package documentation for its guarantees.
 type Sink struct {
-	table     *cbt.Table
-	tableName string
-	instance  string
-	family    string
-	log       *zap.Logger
-	metrics   Metrics
-	batcher   *batch.Batcher[*entry]
-	timeout   time.Duration // applyTimeout; shorter in tests
+	// targets are the (table, column family) pairs of the configuration's
+	// mappings (cfg.AllMappings), in their order. Fixed by New, read
+	// without a lock.
+	targets []*target
+	// table and family are the configuration's defaults (cfg.Table,
+	// cfg.ColumnFamily), which a row naming no table or family names; own
+	// is their pair, or nil when no mapping writes to it.
+	table, family string
+	own           *target
+	instance      string
+	log           *zap.Logger
+	metrics       Metrics
+	batcher       *batch.Batcher[*item]
+	timeout       time.Duration // applyTimeout; shorter in tests
+}
 
-	// fault is the table or family found missing, while it lasts: see
-	// schema.go.
-	fault schemaFault
+// target is one (table, column family) pair that rows are written to: the
+// table, opened once for all the pairs that name it, and what the sink last
+// found missing of the pair, while it lasts (schema.go).
+type target struct {
+	name   string // the table's ID
+	table  *cbt.Table
+	family string
+	log    *zap.Logger // names the table and family
+	fault  schemaFault
 }
 
 // Metrics are the instruments a Sink records to. A nil field records
@@ -88,48 +109,77 @@ type Metrics struct {
 	WriteErrors func(code string) prometheus.Counter
 }
 
-// entry is one row ready for ApplyBulk: its key, family and cell timestamp,
-// and its cells, whose values are one copy of the row's. Its mutation is
-// built by the flush (mutation), on the batcher's goroutine: the writers'
-// goroutines are the Pub/Sub client's, one per message, whose stacks start
-// small and grow (a copy of the stack) when a call goes past them, and the
-// allocations of a mutation go deep into the runtime. The batcher holds
-// pointers, so that Write passes one word down to the batch.
+// entry is one row ready for ApplyBulk: its target (table and family), key
+// and cell timestamp, and its cells, whose values are one copy of the row's.
+// Its mutation is built by the flush (mutation), on the batcher's goroutine:
+// the writers' goroutines are the Pub/Sub client's, one per message, whose
+// stacks start small and grow (a copy of the stack) when a call goes past
+// them, and the allocations of a mutation go deep into the runtime.
 type entry struct {
-	key    string
-	family string
-	ts     cbt.Timestamp
-	cell   sinks.Cell   // the first cell: a row has at least one
-	more   []sinks.Cell // the others
+	to   *target
+	key  string
+	ts   cbt.Timestamp
+	cell sinks.Cell   // the first cell: a row has at least one
+	more []sinks.Cell // the others
 }
 
 // mutation is the entry's mutation: one SetCell per cell.
 func (e *entry) mutation() *cbt.Mutation {
 	mut := cbt.NewMutation()
-	mut.Set(e.family, e.cell.Column, e.ts, e.cell.Value)
+	mut.Set(e.to.family, e.cell.Column, e.ts, e.cell.Value)
 	for _, c := range e.more {
-		mut.Set(e.family, c.Column, e.ts, c.Value)
+		mut.Set(e.to.family, c.Column, e.ts, c.Value)
 	}
 	return mut
 }
 
-// New returns a sink writing to table cfg.Table, column family
-// cfg.ColumnFamily, through client, batching by cfg.Batch. It does no I/O:
-// call Check to verify the table. The client stays the caller's: Close does
-// not close it. m, if not nil, receives the sink's metrics.
+// item is what one Write queues: the entries of all the rows of one
+// message, in the order of its rows, so that they travel in the same batch
+// (an item is never split). The batcher holds pointers, so that Write passes
+// one word down to the batch; the first entry is in the item itself, so
+// that a message of one row, the common case, costs a single allocation for
+// the item and its entry.
+type item struct {
+	first entry
+	more  []entry // the rows after the first
+}
+
+// rows is the number of rows of the item.
+func (it *item) rows() int { return 1 + len(it.more) }
+
+// entry is the entry of row i.
+func (it *item) entry(i int) *entry {
+	if i == 0 {
+		return &it.first
+	}
+	return &it.more[i-1]
+}
+
+// New returns a sink writing to the tables and column families of cfg's
+// mappings (cfg.AllMappings); a row that names no table or family names
+// cfg.Table and cfg.ColumnFamily, the mappings' defaults. It batches by
+// cfg.Batch. Each table is opened once (client.Open, which does no I/O);
+// New does no I/O: call Check to verify the tables. The client stays the
+// caller's: Close does not close it. m, if not nil, receives the sink's
+// metrics.
 func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, m *Metrics) *Sink {
 	s := &Sink{
-		table:     client.Open(cfg.Table),
-		tableName: cfg.Table,
-		instance:  cfg.Instance,
-		family:    cfg.ColumnFamily,
-		log:       log.Named("bigtable").With(zap.String("table", cfg.Table)),
-		timeout:   applyTimeout,
+		table:    cfg.Table,
+		family:   cfg.ColumnFamily,
+		instance: cfg.Instance,
+		log:      log.Named("bigtable"),
+		timeout:  applyTimeout,
 	}
+	for _, mp := range cfg.AllMappings() {
+		s.addTarget(client, mp.Table, mp.ColumnFamily)
+	}
+	s.own = s.lookup(s.table, s.family)
 	if m != nil {
 		s.metrics = *m
 	}
 	s.batcher = batch.New(batch.Config{
+		// A message counts as its rows: max_messages bounds the entries of
+		// an ApplyBulk (AddN in Write).
 		MaxItems: cfg.Batch.MaxMessages,
 		MaxBytes: int(cfg.Batch.MaxBytes),
 		MaxDelay: cfg.Batch.MaxDelay,
@@ -140,39 +190,92 @@ func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, m *Metrics) *Sink
 	return s
 }
 
-// Write sends row in the next batch and blocks until the batch was applied,
-// or ctx ended. Every cell gets row.Timestamp, truncated to whole
-// milliseconds, as its explicit timestamp; the family is the configured one.
-//
-// It returns nil once the row is durable in Bigtable; a *sinks.RejectedError
-// when the row can never be written (over a size limit, or refused by
-// Bigtable twice with a permanent code, the second time alone); ctx.Err() if
-// ctx ended first (the row may still be written afterwards, harmlessly);
-// an error wrapping sinks.ErrClosed after Close; any other error is
-// transient. Write is safe for concurrent use and does not retain row.
-func (s *Sink) Write(ctx context.Context, row *sinks.Row) error {
-	// The errors are made apart, so that the frames on the path of a row
-	// that is written stay small (the pipeline calls Write from a goroutine
-	// of the Pub/Sub client's, whose stack starts small).
-	e, err := newEntry(row, s.family)
-	if err != nil {
-		return s.rejected(row, err)
+// addTarget adds the pair (table, family) unless it is there, opening the
+// table unless another pair did.
+func (s *Sink) addTarget(client *cbt.Client, table, family string) {
+	var tbl *cbt.Table
+	for _, t := range s.targets {
+		if t.name == table {
+			if t.family == family {
+				return
+			}
+			tbl = t.table
+		}
 	}
-	if err = s.batcher.Add(ctx, e, row.Size()); err != nil && errors.Is(err, batch.ErrClosed) {
+	if tbl == nil {
+		tbl = client.Open(table)
+	}
+	s.targets = append(s.targets, &target{
+		name: table, table: tbl, family: family,
+		log: s.log.With(zap.String("table", table), zap.String("family", family)),
+	})
+}
+
+// target returns the pair row names (empty: the configuration's default
+// table or family), or nil when the configuration does not name it.
+func (s *Sink) target(row *sinks.Row) *target {
+	if row.Table == "" && row.Family == "" {
+		return s.own
+	}
+	return s.lookup(cmp.Or(row.Table, s.table), cmp.Or(row.Family, s.family))
+}
+
+// lookup returns the pair (table, family), or nil when the configuration
+// does not name it.
+func (s *Sink) lookup(table, family string) *target {
+	for _, t := range s.targets {
+		if t.name == table && t.family == family {
+			return t
+		}
+	}
+	return nil
+}
+
+// Write sends rows, all the rows of one message, as one item of the next
+// batch (where each row is one ApplyBulk entry, and counts as one against
+// max_messages), and blocks until the batch was applied, or ctx ended. Every
+// cell of a row gets the row's Timestamp, truncated to whole milliseconds,
+// as its explicit timestamp; its table and family are those it names, or
+// the configured ones.
+//
+// It returns nil once every row is durable in Bigtable; a
+// *sinks.RejectedError, whose Row is the row's index, when a row can never
+// be written: before any I/O (over a size limit, or naming a table and
+// family the configuration does not), in which case no row was written; or
+// refused by Bigtable twice with a permanent code, the second time alone, in
+// which case the other rows may have been written. It returns ctx.Err() if
+// ctx ended first (the rows may still be written afterwards, harmlessly); an
+// error wrapping sinks.ErrClosed after Close; any other error is transient
+// (some rows may have been written: rewriting them is harmless). Write is
+// safe for concurrent use and does not retain rows.
+func (s *Sink) Write(ctx context.Context, rows []sinks.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	// The errors are made apart, so that the frames on the path of a
+	// message that is written stay small (the pipeline calls Write from a
+	// goroutine of the Pub/Sub client's, whose stack starts small).
+	it, size, err := s.newItem(rows)
+	if err != nil {
+		return s.rejected(rows, err)
+	}
+	if err = s.batcher.AddN(ctx, it, len(rows), size); err != nil && errors.Is(err, batch.ErrClosed) {
 		return s.closed()
 	}
 	return err
 }
 
-// rejected logs and returns err, newEntry's rejection of row.
-func (s *Sink) rejected(row *sinks.Row, err error) error {
-	s.log.Debug("row rejected before writing", zap.String("key", row.Key), zap.Error(err))
+// rejected logs and returns err, newItem's rejection of a row of rows.
+func (s *Sink) rejected(rows []sinks.Row, err error) error {
+	if r, ok := err.(*sinks.RejectedError); ok && r.Row < len(rows) {
+		s.log.Debug("row rejected before writing", zap.Int("row", r.Row), zap.String("key", rows[r.Row].Key), zap.Error(err))
+	}
 	return err
 }
 
 // closed is the error of a Write after Close.
 func (s *Sink) closed() error {
-	return fmt.Errorf("bigtable table %q: %w", s.tableName, sinks.ErrClosed)
+	return fmt.Errorf("bigtable sink of table %q: %w", s.targets[0].name, sinks.ErrClosed) // AllMappings has one at least
 }
 
 // Close applies the rows already queued and waits for the calls in flight.
@@ -183,73 +286,137 @@ func (s *Sink) Close(ctx context.Context) error {
 	return s.batcher.Close(ctx)
 }
 
-// Check verifies that Bigtable is reachable and the table exists, with a
-// single-row read of a key that is almost certainly absent. While a write
-// has found the table or the column family unusable, it also applies the
-// schema probe (which leaves no cell): it fails, naming the family, until
-// the probe succeeds. It does not verify the family otherwise: a read cannot
-// tell, and a probe on every readiness check would be a mutation every few
-// seconds in the user's table (and its change stream).
+// Check verifies that Bigtable is reachable and that every table the
+// configuration names exists, with a single-row read in each of a key that
+// is almost certainly absent. While a write has found a table or one of its
+// column families unusable, it also applies the schema probe of that pair
+// (which leaves no cell): it fails, naming the family, until the probe
+// succeeds. It does not verify the families otherwise: a read cannot tell,
+// and a probe on every readiness check would be a mutation every few
+// seconds in the user's tables (and their change streams).
 func (s *Sink) Check(ctx context.Context) error {
-	if err := s.checkTable(ctx); err != nil {
-		return err
+	for i, t := range s.targets {
+		if s.firstOfTable(i) {
+			if err := s.checkTable(ctx, t); err != nil {
+				return err
+			}
+		}
 	}
-	if s.schemaErr() == nil {
-		return nil
+	for _, t := range s.targets {
+		if t.schemaErr() == nil {
+			continue
+		}
+		if err := s.probeSchema(ctx, t); err != nil {
+			return err
+		}
 	}
-	return s.probeSchema(ctx)
+	return nil
 }
 
-// checkTable is the read of Check.
-func (s *Sink) checkTable(ctx context.Context) error {
-	_, err := s.table.ReadRow(ctx, checkKey, cbt.RowFilter(cbt.ChainFilters(cbt.CellsPerRowLimitFilter(1), cbt.StripValueFilter())))
+// firstOfTable reports whether targets[i] is the first pair of its table.
+func (s *Sink) firstOfTable(i int) bool {
+	for _, t := range s.targets[:i] {
+		if t.table == s.targets[i].table {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTable is the read of Check in the table of t.
+func (s *Sink) checkTable(ctx context.Context, t *target) error {
+	_, err := t.table.ReadRow(ctx, checkKey, cbt.RowFilter(cbt.ChainFilters(cbt.CellsPerRowLimitFilter(1), cbt.StripValueFilter())))
 	switch {
 	case err == nil:
 		return nil
 	case status.Code(err) == codes.NotFound:
-		return fmt.Errorf("bigtable table %q in instance %q does not exist (pubsink setup creates it): %w", s.tableName, s.instance, err)
+		return fmt.Errorf("bigtable table %q in instance %q does not exist (pubsink setup creates it): %w", t.name, s.instance, err)
 	default:
-		return fmt.Errorf("bigtable table %q in instance %q cannot be read: %w", s.tableName, s.instance, err)
+		return fmt.Errorf("bigtable table %q in instance %q cannot be read: %w", t.name, s.instance, err)
 	}
 }
 
-// newEntry checks row against Bigtable's limits and makes its entry. The
-// values are copied, so that a row queued by a writer whose ctx ended cannot
-// change under the batch.
-func newEntry(row *sinks.Row, family string) (*entry, error) {
-	ts, total, err := checkRow(row)
-	if err != nil {
-		return nil, err
+// newItem checks rows against the configuration and Bigtable's limits,
+// makes their item, and returns it with its size for the batch (the sum of
+// the rows'). The values are copied, so that rows queued by a writer whose
+// ctx ended cannot change under the batch; the copies take one allocation
+// for the values of every row, one for the cells after each row's first
+// (when there are any) and one for the entries after the first (when there
+// are several rows). A row that can never be written makes a
+// *sinks.RejectedError naming its index.
+func (s *Sink) newItem(rows []sinks.Row) (*item, int, error) {
+	it := &item{}
+	if len(rows) > 1 {
+		it.more = make([]entry, len(rows)-1)
 	}
-	e := &entry{key: row.Key, family: family, ts: ts}
-	if len(row.Cells) > 1 {
-		e.more = make([]sinks.Cell, len(row.Cells)-1)
+	values, cells, size := 0, 0, 0
+	for i := range rows {
+		row, e := &rows[i], it.entry(i)
+		if e.to = s.target(row); e.to == nil {
+			return nil, 0, s.unknownTarget(i, row)
+		}
+		ts, total, err := checkRow(row)
+		if err != nil {
+			return nil, 0, rejectRow(i, err)
+		}
+		e.key, e.ts = row.Key, ts
+		values += total
+		cells += len(row.Cells) - 1
+		size += row.Size()
 	}
-	buf := make([]byte, total) // one copy of every value, one allocation
-	for i, c := range row.Cells {
-		n := copy(buf, c.Value)
-		c.Value, buf = buf[:n:n], buf[n:]
-		if i == 0 {
-			e.cell = c
-		} else {
-			e.more[i-1] = c
+	it.copyCells(rows, cells, values)
+	return it, size, nil
+}
+
+// copyCells sets the cells of the item's entries, rows' cells with their
+// values copied: cells is the number of cells after each row's first,
+// values the size of all the values.
+func (it *item) copyCells(rows []sinks.Row, cells, values int) {
+	var more []sinks.Cell
+	if cells > 0 {
+		more = make([]sinks.Cell, cells)
+	}
+	buf := make([]byte, values) // one copy of every value, one allocation
+	for i := range rows {
+		e, rc := it.entry(i), rows[i].Cells
+		e.more, more = more[:len(rc)-1:len(rc)-1], more[len(rc)-1:]
+		for j, c := range rc {
+			n := copy(buf, c.Value)
+			c.Value, buf = buf[:n:n], buf[n:]
+			if j == 0 {
+				e.cell = c
+			} else {
+				e.more[j-1] = c
+			}
 		}
 	}
-	return e, nil
+}
+
+// rejectRow is the rejection of row i, which breaks a limit (err).
+func rejectRow(i int, err error) error {
+	return &sinks.RejectedError{Row: i, Err: err}
+}
+
+// unknownTarget is the rejection of row i, which names a table and family
+// that the configuration does not: a bug of the caller, which must not make
+// the sink open a table it was not configured with (nor write one).
+func (s *Sink) unknownTarget(i int, row *sinks.Row) error {
+	return &sinks.RejectedError{Row: i, Err: fmt.Errorf("bigtable: the row names table %q and column family %q, which the sink's configuration does not",
+		cmp.Or(row.Table, s.table), cmp.Or(row.Family, s.family))}
 }
 
 // checkRow checks row against Bigtable's limits, and returns the timestamp
-// of its cells and the size of its values, or a *sinks.RejectedError.
+// of its cells and the size of its values, or the limit it breaks.
 func checkRow(row *sinks.Row) (ts cbt.Timestamp, total int, err error) {
 	switch {
 	case row.Key == "":
-		return 0, 0, rejectRow("bigtable: empty row key")
+		return 0, 0, overLimit("bigtable: empty row key")
 	case len(row.Key) > MaxKeyBytes:
-		return 0, 0, rejectRow("bigtable: row key of %d bytes is over the limit of %d", len(row.Key), MaxKeyBytes)
+		return 0, 0, overLimit("bigtable: row key of %d bytes is over the limit of %d", len(row.Key), MaxKeyBytes)
 	case len(row.Cells) == 0:
-		return 0, 0, rejectRow("bigtable: row has no cells")
+		return 0, 0, overLimit("bigtable: row has no cells")
 	case len(row.Cells) > MaxCells:
-		return 0, 0, rejectRow("bigtable: row has %d cells, over the limit of %d mutations per request", len(row.Cells), MaxCells)
+		return 0, 0, overLimit("bigtable: row has %d cells, over the limit of %d mutations per request", len(row.Cells), MaxCells)
 	}
 	// Explicit, millisecond-aligned timestamps make the write idempotent:
 	// writing it again replaces the same cell version. UnixMicro rather than
@@ -257,74 +424,211 @@ func checkRow(row *sinks.Row) (ts cbt.Timestamp, total int, err error) {
 	ts = cbt.Timestamp(row.Timestamp.UnixMicro()).TruncateToMilliseconds()
 	if ts < 0 {
 		// Negative timestamps are invalid, and -1 would mean server time.
-		return 0, 0, rejectRow("bigtable: cell timestamp %s is before 1970", row.Timestamp.UTC().Format(time.RFC3339Nano))
+		return 0, 0, overLimit("bigtable: cell timestamp %s is before 1970", row.Timestamp.UTC().Format(time.RFC3339Nano))
 	}
 	for _, c := range row.Cells {
 		switch {
 		case len(c.Column) > MaxQualifierBytes:
-			return 0, 0, rejectRow("bigtable: column qualifier of %d bytes is over the limit of %d", len(c.Column), MaxQualifierBytes)
+			return 0, 0, overLimit("bigtable: column qualifier of %d bytes is over the limit of %d", len(c.Column), MaxQualifierBytes)
 		case len(c.Value) > MaxCellBytes:
-			return 0, 0, rejectRow("bigtable: value of column %q has %d bytes, over the limit of %d", c.Column, len(c.Value), MaxCellBytes)
+			return 0, 0, overLimit("bigtable: value of column %q has %d bytes, over the limit of %d", c.Column, len(c.Value), MaxCellBytes)
 		}
 		total += len(c.Value)
 	}
 	if total > MaxRowBytes {
-		return 0, 0, rejectRow("bigtable: row values total %d bytes, over the limit of %d", total, MaxRowBytes)
+		return 0, 0, overLimit("bigtable: row values total %d bytes, over the limit of %d", total, MaxRowBytes)
 	}
 	return ts, total, nil
 }
 
-// rejectRow is the rejection of a row that can never be written.
-func rejectRow(format string, args ...any) error {
-	return &sinks.RejectedError{Err: fmt.Errorf(format, args...)}
+// overLimit is the error of a row that breaks a limit.
+func overLimit(format string, args ...any) error {
+	return fmt.Errorf(format, args...)
 }
 
-// flush is the batcher's FlushFunc: one ApplyBulk for the batch, then the
-// per-entry results classified, and the rows not written counted.
-func (s *Sink) flush(ctx context.Context, es []*entry) []error {
-	keys := make([]string, len(es))
-	muts := make([]*cbt.Mutation, len(es))
-	for i := range es {
-		keys[i], muts[i] = es[i].key, es[i].mutation()
+// bulk is the entries of one batch for one table: one ApplyBulk call.
+type bulk struct {
+	name    string // the table's ID
+	table   *cbt.Table
+	targets []*target // the distinct pairs of its entries
+	keys    []string
+	muts    []*cbt.Mutation
+	refs    []ref   // where each entry comes from
+	out     []error // each entry's result; nil when every entry was written
+}
+
+// ref locates an entry of a bulk: its item in the batch, its row in the
+// item, and its pair in bulk.targets.
+type ref struct {
+	item, row, to int
+}
+
+// add appends e, row row of item item, to b.
+func (b *bulk) add(e *entry, item, row int) {
+	to := len(b.targets)
+	for k, t := range b.targets {
+		if t == e.to {
+			to = k
+			break
+		}
 	}
-	errs, err := s.apply(ctx, keys, muts)
-	var out []error
+	if to == len(b.targets) {
+		b.targets = append(b.targets, e.to)
+	}
+	b.keys = append(b.keys, e.key)
+	b.muts = append(b.muts, e.mutation())
+	b.refs = append(b.refs, ref{item: item, row: row, to: to})
+}
+
+// group flattens the items of a batch into one bulk per table, in the order
+// the tables first appear; the entries of an item are in the order of its
+// rows. The first bulk is sized for every entry: most batches have one
+// table.
+func group(items []*item) []bulk {
+	n := 0
+	for _, it := range items {
+		n += it.rows()
+	}
+	bulks := make([]bulk, 1, 2)
+	first := items[0].first.to
+	bulks[0] = bulk{name: first.name, table: first.table,
+		keys: make([]string, 0, n), muts: make([]*cbt.Mutation, 0, n), refs: make([]ref, 0, n)}
+	for i, it := range items {
+		for j := range it.rows() {
+			e := it.entry(j)
+			k := 0
+			for k < len(bulks) && bulks[k].table != e.to.table {
+				k++
+			}
+			if k == len(bulks) {
+				bulks = append(bulks, bulk{name: e.to.name, table: e.to.table})
+			}
+			bulks[k].add(e, i, j)
+		}
+	}
+	return bulks
+}
+
+// flush is the batcher's FlushFunc: the batch's rows, flattened into one
+// ApplyBulk per table (run at once when there are several), each call's
+// per-entry results classified and the rows not written counted, and then
+// each item's result made of its rows' (results).
+func (s *Sink) flush(ctx context.Context, items []*item) []error {
+	bulks := group(items)
+	if len(bulks) == 1 {
+		s.flushBulk(ctx, &bulks[0])
+	} else {
+		s.flushAll(ctx, bulks)
+	}
+	return results(len(items), bulks)
+}
+
+// flushAll flushes bulks at once: a goroutine per table but the first,
+// which the flush's own goroutine takes; never one per row.
+func (s *Sink) flushAll(ctx context.Context, bulks []bulk) {
+	var wg sync.WaitGroup
+	for k := 1; k < len(bulks); k++ {
+		b := &bulks[k]
+		wg.Go(func() { s.flushBulk(ctx, b) })
+	}
+	s.flushBulk(ctx, &bulks[0])
+	wg.Wait()
+}
+
+// flushBulk applies b and sets b.out.
+func (s *Sink) flushBulk(ctx context.Context, b *bulk) {
+	errs, err := s.apply(ctx, b.table, b.keys, b.muts)
 	switch {
 	case err != nil:
-		out = s.callFailed(len(es), err)
+		b.out = s.callFailed(b, err)
 	case errs == nil:
-		s.schemaUsable()
-		return nil
+		for _, t := range b.targets {
+			t.schemaUsable()
+		}
+		return
 	default:
-		out = s.classifyEntries(ctx, keys, muts, errs)
+		b.out = s.classifyEntries(ctx, b, errs)
 	}
-	s.countErrors(out)
+	s.countErrors(b.out)
+}
+
+// results gives each item of a batch the result of its rows: nil when
+// every one was written; when one was rejected, the rejection of the first
+// of its rows rejected (the message can never be written in full, so
+// retrying its other rows is pointless: it is dead-lettered, and the rows
+// that were written are rewritten, the same cells, if it is ever replayed);
+// else the first transient error of its rows, so that the whole message is
+// retried.
+func results(items int, bulks []bulk) []error {
+	var out []error
+	for k := range bulks {
+		b := &bulks[k]
+		for i, err := range b.out {
+			if err == nil {
+				continue
+			}
+			if out == nil {
+				out = make([]error, items)
+			}
+			r := b.refs[i]
+			out[r.item] = worse(out[r.item], err)
+		}
+	}
 	return out
 }
 
-// callFailed is the result of every row of a batch whose ApplyBulk failed as
-// a whole: nothing says it is any row's fault (a missing table, an outage,
-// our timeout). Every row gets the error, and is retried by the pipeline;
-// rows that did land are rewritten harmlessly. A permanent code for the
-// whole call is the table's (NotFound: it does not exist), recorded as a
-// fault like a missing family.
-func (s *Sink) callFailed(rows int, err error) []error {
-	if classify(err) == permanent {
-		s.schemaFailed(fmt.Errorf("bigtable table %q in instance %q is missing or cannot be written (pubsink setup creates it): %w",
-			s.tableName, s.instance, err))
-	} else {
-		s.log.Warn("ApplyBulk failed", zap.Int("rows", rows), zap.Error(err))
+// worse is the result of an item whose rows so far failed with cur (nil if
+// none did) when one more failed with err: a rejection wins over a
+// transient error, and the rejection of the first row over the others.
+func worse(cur, err error) error {
+	rej, ok := err.(*sinks.RejectedError)
+	switch {
+	case !ok && cur != nil:
+		return cur
+	case !ok:
+		return err
 	}
-	err = fmt.Errorf("bigtable table %q: ApplyBulk of %d rows: %w", s.tableName, rows, err)
-	out := make([]error, rows)
+	if c, ok := cur.(*sinks.RejectedError); ok && c.Row < rej.Row {
+		return cur
+	}
+	return rej
+}
+
+// callFailed is the result of every row of a bulk whose ApplyBulk failed as
+// a whole: nothing says it is any row's fault (a missing table, an outage,
+// our timeout). Every row gets the error, and its message is retried by the
+// pipeline; rows that did land are rewritten harmlessly. A permanent code
+// for the whole call is the table's (NotFound: it does not exist), recorded
+// as a fault of each of its pairs in the bulk, like a missing family.
+func (s *Sink) callFailed(b *bulk, err error) []error {
+	if classify(err) == permanent {
+		ferr := fmt.Errorf("bigtable table %q in instance %q is missing or cannot be written (pubsink setup creates it): %w",
+			b.name, s.instance, err)
+		for _, t := range b.targets {
+			t.schemaFailed(ferr)
+		}
+	} else {
+		s.log.Warn("ApplyBulk failed", zap.String("table", b.name), zap.Int("rows", len(b.keys)), zap.Error(err))
+	}
+	err = fmt.Errorf("bigtable table %q: ApplyBulk of %d rows: %w", b.name, len(b.keys), err)
+	out := make([]error, len(b.keys))
 	for i := range out {
 		out[i] = err
 	}
 	return out
 }
 
+// pairState is what one ApplyBulk's results say of one (table, family)
+// pair of its entries.
+type pairState struct {
+	written bool  // an entry of the pair was written: the pair is usable
+	suspect bool  // an entry failed with a code a missing family may cause
+	refused bool  // an entry was refused again alone
+	err     error // the probe failed: no entry of the pair is at fault
+}
+
 // classifyEntries turns the per-entry errors of one ApplyBulk into the
-// writers' results. A transient error is returned (wrapped) for the pipeline
+// rows' results. A transient error is returned (wrapped) for the pipeline
 // to retry. An entry refused with a permanent code is rejected only on two
 // proofs:
 //
@@ -332,109 +636,119 @@ func (s *Sink) callFailed(rows int, err error) []error {
 //     alone, and refused again with a permanent code (the MutateRows API
 //     allows one entry to fail with another entry's error, and then reports
 //     the same error for both);
-//   - that the table and family are not: the schema probe (schema.go)
-//     succeeds after the row was refused alone. A family dropped, or a table
-//     recreated without it, refuses every row with NotFound, however many
-//     writes succeeded before; rejecting then would dead-letter every
-//     message.
+//   - that its table and family are not: the schema probe of its pair
+//     (schema.go) succeeds after the row was refused alone. A family
+//     dropped, or a table recreated without it, refuses every row of the
+//     pair with NotFound, however many writes succeeded before; rejecting
+//     then would dead-letter every message.
 //
-// When nothing in the batch was written and an entry failed with a code a
-// missing family may cause, the probe runs first too: if it fails, no row is
-// at fault, and none is retried alone.
-func (s *Sink) classifyEntries(ctx context.Context, keys []string, muts []*cbt.Mutation, errs []error) []error {
-	out := make([]error, len(keys))
-	written, suspect := false, false
+// The schema is judged per (table, family) pair: a row written proves its
+// own pair, not another family's. When nothing of a pair was written and an
+// entry of it failed with a code a missing family may cause, the pair's
+// probe runs first too: if it fails, none of its rows is at fault, and none
+// is retried alone.
+func (s *Sink) classifyEntries(ctx context.Context, b *bulk, errs []error) []error {
+	out := make([]error, len(b.keys))
+	st := make([]pairState, len(b.targets))
 	for i, err := range errs {
+		p := &st[b.refs[i].to]
 		if err == nil {
-			written = true
+			p.written = true
 			continue
 		}
-		out[i] = fmt.Errorf("bigtable table %q: %w", s.tableName, err)
-		suspect = suspect || mayBeSchema(err)
+		out[i] = fmt.Errorf("bigtable table %q: %w", b.name, err)
+		p.suspect = p.suspect || mayBeSchema(err)
 	}
-	switch {
-	case written:
-		s.schemaUsable()
-	case suspect:
-		if err := s.probeSchema(ctx); err != nil {
-			return notTheRows(out, err)
+	for k, t := range b.targets {
+		switch {
+		case st[k].written:
+			t.schemaUsable()
+		case st[k].suspect:
+			st[k].err = s.probeSchema(ctx, t)
 		}
 	}
 	var refused []int
 	for i, err := range errs {
-		if err == nil || classify(err) == transient {
+		p := &st[b.refs[i].to]
+		if err == nil || classify(err) == transient || p.err != nil {
 			continue
 		}
 		var again bool
-		if again, out[i] = s.retryAlone(ctx, keys[i], muts[i], err); again {
+		if again, out[i] = s.retryAlone(ctx, b, i, err); again {
 			refused = append(refused, i)
+			p.refused = true
 		}
 	}
-	if len(refused) == 0 {
-		return out
+	for k, t := range b.targets {
+		if st[k].refused {
+			st[k].err = s.probeSchema(ctx, t)
+		}
 	}
-	if err := s.probeSchema(ctx); err != nil {
-		return notTheRows(out, err)
+	for i, err := range out {
+		switch p := &st[b.refs[i].to]; {
+		case err == nil:
+		case p.err != nil:
+			out[i] = notTheRow(err, p.err)
+		}
 	}
 	for _, i := range refused {
-		out[i] = s.reject(keys[i], out[i])
-	}
-	return out
-}
-
-// notTheRows marks the failures in out as caused by schemaErr, the table or
-// family unusable: they stay transient, with their own status, and say what
-// to fix.
-func notTheRows(out []error, schemaErr error) []error {
-	for i, err := range out {
-		if err != nil {
-			out[i] = fmt.Errorf("%w (not the row's fault: %v)", err, schemaErr)
+		if st[b.refs[i].to].err == nil {
+			out[i] = s.reject(b, i, out[i])
 		}
 	}
 	return out
 }
 
-// retryAlone applies the row key's mutation in an ApplyBulk of its own
-// after it failed with first, a permanent code, in a batch. It returns a nil
-// error when the row was written; refused reports that it was refused again
-// with a permanent code, which makes it a rejection once the schema is
-// proven usable.
-func (s *Sink) retryAlone(ctx context.Context, key string, mut *cbt.Mutation, first error) (refused bool, err error) {
-	errs, err := s.apply(ctx, []string{key}, []*cbt.Mutation{mut})
+// notTheRow marks err, a row's failure, as caused by schemaErr, its table
+// or family unusable: it stays transient, with its own status, and says
+// what to fix.
+func notTheRow(err, schemaErr error) error {
+	return fmt.Errorf("%w (not the row's fault: %v)", err, schemaErr)
+}
+
+// retryAlone applies entry i of b in an ApplyBulk of its own after it
+// failed with first, a permanent code, in a batch. It returns a nil error
+// when the row was written; refused reports that it was refused again with
+// a permanent code, which makes it a rejection once its pair is proven
+// usable.
+func (s *Sink) retryAlone(ctx context.Context, b *bulk, i int, first error) (refused bool, err error) {
+	errs, err := s.apply(ctx, b.table, b.keys[i:i+1], b.muts[i:i+1])
 	switch {
 	case err != nil:
 		// The call failed as a whole: transient, whatever its code.
 	case errs == nil || errs[0] == nil:
 		return false, nil
 	case classify(errs[0]) == permanent:
-		return true, fmt.Errorf("bigtable table %q refused the row twice, the second time alone: %w", s.tableName, errs[0])
+		return true, fmt.Errorf("bigtable table %q refused the row twice, the second time alone: %w", b.name, errs[0])
 	default:
 		err = errs[0]
 	}
-	return false, fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", s.tableName, status.Code(first), err)
+	return false, fmt.Errorf("bigtable table %q: retrying alone a row refused with %v: %w", b.name, status.Code(first), err)
 }
 
-// reject turns err, a refusal proven to be the row key's own, into a
-// rejection.
-func (s *Sink) reject(key string, err error) error {
-	s.log.Info("Bigtable rejected a row, also alone", zap.Stringer("code", status.Code(err)))
-	s.log.Debug("rejected row", zap.String("key", key), zap.Error(err))
-	return &sinks.RejectedError{Err: err}
+// reject turns err, a refusal of entry i of b proven to be the row's own,
+// into a rejection naming the row's index in its message.
+func (s *Sink) reject(b *bulk, i int, err error) error {
+	r := b.refs[i]
+	t := b.targets[r.to]
+	t.log.Info("Bigtable rejected a row, also alone", zap.Stringer("code", status.Code(err)))
+	t.log.Debug("rejected row", zap.Int("row", r.row), zap.String("key", b.keys[i]), zap.Error(err))
+	return &sinks.RejectedError{Row: r.row, Err: err}
 }
 
-// apply is one ApplyBulk call, bounded by applyTimeout and timed.
-func (s *Sink) apply(ctx context.Context, keys []string, muts []*cbt.Mutation) ([]error, error) {
+// apply is one ApplyBulk call to table, bounded by applyTimeout and timed.
+func (s *Sink) apply(ctx context.Context, table *cbt.Table, keys []string, muts []*cbt.Mutation) ([]error, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	errs, err := s.table.ApplyBulk(ctx, keys, muts)
+	errs, err := table.ApplyBulk(ctx, keys, muts)
 	if s.metrics.WriteSeconds != nil {
 		s.metrics.WriteSeconds.Observe(time.Since(start).Seconds())
 	}
 	return errs, err
 }
 
-// countErrors counts the rows of a batch that were not written, by code.
+// countErrors counts the rows of a bulk that were not written, by code.
 func (s *Sink) countErrors(out []error) {
 	if s.metrics.WriteErrors == nil {
 		return

@@ -32,6 +32,10 @@ const (
 	instance = "inst"
 	table    = "events"
 	family   = "d"
+	// index and indexFamily are a second table of the fake and of the
+	// emulator, which sinkConfig names in a second mapping.
+	index       = "index"
+	indexFamily = "i"
 )
 
 // fake is an in-process bttest server with a reactor on MutateRows and
@@ -47,12 +51,13 @@ type fake struct {
 	probes    int                     // MutateRow calls
 	probeCode codes.Code              // MutateRow answers it instead, unless OK
 	inject    map[string][]codes.Code // row key: codes to answer, one a request, instead of bttest's
+	refuse    map[string]codes.Code   // row key: a code to answer in every request, instead of bttest's
 	stall     bool                    // MutateRows blocks until its ctx ends
 }
 
 func newFake(t testing.TB) *fake {
 	t.Helper()
-	f := &fake{inject: map[string][]codes.Code{}}
+	f := &fake{inject: map[string][]codes.Code{}, refuse: map[string]codes.Code{}}
 	srv, err := bttest.NewServer("127.0.0.1:0", grpc.StreamInterceptor(f.intercept), grpc.UnaryInterceptor(f.interceptUnary))
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +82,12 @@ func newFake(t testing.TB) *fake {
 		t.Fatal(err)
 	}
 	if err := f.admin.CreateColumnFamily(ctx, table, family); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.admin.CreateTable(ctx, index); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.admin.CreateColumnFamily(ctx, index, indexFamily); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -149,6 +160,10 @@ func (m *mutateRows) SendMsg(msg any) error {
 	defer m.f.mu.Unlock()
 	for _, e := range res.Entries {
 		entry := m.req.Entries[e.Index]
+		if code, ok := m.f.refuse[string(entry.RowKey)]; ok {
+			e.Status = &statpb.Status{Code: int32(code), Message: "refused by the test"}
+			continue
+		}
 		if cs := m.f.inject[string(entry.RowKey)]; len(cs) > 0 {
 			m.f.inject[string(entry.RowKey)] = cs[1:]
 			e.Status = &statpb.Status{Code: int32(cs[0]), Message: "injected by the test"}
@@ -176,8 +191,20 @@ func (f *fake) probeCount() int {
 }
 
 func (f *fake) readBack(t testing.TB) sinktest.ReadBack {
-	return func(key string) (map[string][]byte, int) {
-		row, err := f.client.Open(table).ReadRow(context.Background(), key)
+	return readBack(t, f.client)
+}
+
+// readBack reads the tables of sinkConfig: table "" is the sink's own.
+func readBack(t testing.TB, client *cbt.Client) sinktest.ReadBack {
+	return func(tbl, key string) (map[string][]byte, int) {
+		fam := family
+		switch tbl {
+		case "":
+			tbl = table
+		case index:
+			fam = indexFamily
+		}
+		row, err := client.Open(tbl).ReadRow(context.Background(), key)
 		if err != nil {
 			t.Fatalf("ReadRow %q: %v", key, err)
 		}
@@ -185,8 +212,8 @@ func (f *fake) readBack(t testing.TB) sinktest.ReadBack {
 			return nil, 0
 		}
 		values, counts := map[string][]byte{}, map[string]int{}
-		for _, it := range row[family] {
-			col := strings.TrimPrefix(it.Column, family+":")
+		for _, it := range row[fam] {
+			col := strings.TrimPrefix(it.Column, fam+":")
 			if _, seen := values[col]; !seen {
 				values[col] = it.Value // newest first
 			}
@@ -200,8 +227,11 @@ func (f *fake) readBack(t testing.TB) sinktest.ReadBack {
 	}
 }
 
+// sinkConfig is a sink writing to table and family, and to index and
+// indexFamily: the mappings of a main row and an index row.
 func sinkConfig(b config.Batch) config.Sink {
-	return config.Sink{Type: config.SinkBigtable, Instance: instance, Table: table, ColumnFamily: family, Batch: b}
+	return config.Sink{Type: config.SinkBigtable, Instance: instance, Table: table, ColumnFamily: family, Batch: b,
+		Mappings: []config.Mapping{{RowKey: "main"}, {Table: index, ColumnFamily: indexFamily, RowKey: "index"}}}
 }
 
 var defaultBatch = config.Batch{MaxMessages: 100, MaxBytes: 4 << 20, MaxDelay: 2 * time.Millisecond}
@@ -221,10 +251,41 @@ func testRow(key string) *sinks.Row {
 	}
 }
 
+// indexRow is a row of the table index.
+func indexRow(key string) *sinks.Row {
+	r := testRow(key)
+	r.Table, r.Family = index, indexFamily
+	return r
+}
+
+// msg is the rows of one message, for Write.
+func msg(rows ...*sinks.Row) []sinks.Row {
+	out := make([]sinks.Row, len(rows))
+	for i, r := range rows {
+		out[i] = *r
+	}
+	return out
+}
+
+// refusedKey is a row key the fake of TestConformance refuses with
+// InvalidArgument whenever it is written, in a batch or alone.
+const refusedKey = "partly-refused"
+
 func TestConformance(t *testing.T) {
 	sinktest.RunConformance(t, func(t *testing.T) (sinks.Sink, sinktest.ReadBack) {
 		f := newFake(t)
+		f.refuse[refusedKey] = codes.InvalidArgument
 		return New(f.client, zap.NewNop(), sinkConfig(defaultBatch), nil), f.readBack(t)
+	}, sinktest.Options{
+		OtherTable: index, OtherFamily: indexFamily,
+		// Refused by Bigtable itself, after I/O: the other rows of the
+		// message are written.
+		Refused: func(key string) sinks.Row {
+			if key != refusedKey {
+				t.Fatalf("Refused(%q): the fake refuses %q", key, refusedKey)
+			}
+			return *testRow(key)
+		},
 	})
 }
 
@@ -232,7 +293,7 @@ func TestCellTimestampIsTheRowTimestampTruncatedToMilliseconds(t *testing.T) {
 	f := newFake(t)
 	s := newSink(t, f, sinkConfig(defaultBatch))
 	row := testRow("ts")
-	if err := s.Write(t.Context(), row); err != nil {
+	if err := s.Write(t.Context(), msg(row)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.client.Open(table).ReadRow(t.Context(), "ts")
@@ -294,7 +355,7 @@ func writeRows(ctx context.Context, s *Sink, n int) []error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { errs[i] = s.Write(ctx, testRow(fmt.Sprintf("k-%02d", i))) })
+		wg.Go(func() { errs[i] = s.Write(ctx, msg(testRow(fmt.Sprintf("k-%02d", i)))) })
 	}
 	wg.Wait()
 	return errs
@@ -320,7 +381,7 @@ func TestRowsOverBigtableLimitsAreRejectedWithoutIO(t *testing.T) {
 		{"a timestamp before 1970", func() *sinks.Row { r := testRow("k"); r.Timestamp = time.Time{}; return r }()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := s.Write(t.Context(), c.row)
+			err := s.Write(t.Context(), msg(c.row))
 			if !sinks.IsRejected(err) {
 				t.Errorf("Write = %v, want a RejectedError", err)
 			}
@@ -331,7 +392,7 @@ func TestRowsOverBigtableLimitsAreRejectedWithoutIO(t *testing.T) {
 	}
 
 	t.Run("a row key of exactly 4 KiB is written", func(t *testing.T) {
-		if err := s.Write(t.Context(), testRow(strings.Repeat("k", MaxKeyBytes))); err != nil {
+		if err := s.Write(t.Context(), msg(testRow(strings.Repeat("k", MaxKeyBytes)))); err != nil {
 			t.Errorf("Write = %v", err)
 		}
 	})
@@ -340,21 +401,20 @@ func TestRowsOverBigtableLimitsAreRejectedWithoutIO(t *testing.T) {
 func TestAnEntryRefusedTwiceIsRejectedWhileItsBatchMatesSucceed(t *testing.T) {
 	f := newFake(t)
 	s := newSink(t, f, sinkConfig(config.Batch{MaxMessages: 4, MaxBytes: 4 << 20, MaxDelay: time.Hour}))
+	f.mu.Lock()
+	f.refuse["bad"] = codes.NotFound // what production answers for a missing family, here the row's own
+	f.mu.Unlock()
 
-	// Three rows for the configured family and one for a family the table
-	// does not have, in the same batch.
-	bad, err := newEntry(testRow("bad"), "missing")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Three messages that are written and one that Bigtable refuses, in the
+	// same batch.
 	var wg sync.WaitGroup
 	var badErr error
-	wg.Go(func() { badErr = s.batcher.Add(t.Context(), bad, 10) })
+	wg.Go(func() { badErr = s.Write(t.Context(), msg(testRow("bad"))) })
 	writeAll(t, s, 3)
 	wg.Wait()
 
 	if !sinks.IsRejected(badErr) || status.Code(badErr) != codes.NotFound {
-		t.Errorf("the row for a missing family got %v, want a RejectedError with NotFound", badErr)
+		t.Errorf("the refused row got %v, want a RejectedError with NotFound", badErr)
 	}
 	if got := f.requestSizes(); fmt.Sprint(got) != "[4 1]" {
 		t.Errorf("MutateRows requests of %v entries, want [4 1]: the batch, then the refused row alone", got)
@@ -364,9 +424,219 @@ func TestAnEntryRefusedTwiceIsRejectedWhileItsBatchMatesSucceed(t *testing.T) {
 	}
 	read := f.readBack(t)
 	for i := range 3 {
-		if v, _ := read(fmt.Sprintf("k-%02d", i)); v == nil {
+		if v, _ := read("", fmt.Sprintf("k-%02d", i)); v == nil {
 			t.Errorf("batch-mate k-%02d was not written", i)
 		}
+	}
+}
+
+func TestTheRowsOfAMessageTravelInOneBatch(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(config.Batch{MaxMessages: 4, MaxBytes: 4 << 20, MaxDelay: time.Hour}))
+	// Two messages of two rows: four rows, a full batch (max_messages
+	// counts rows, the entries of an ApplyBulk).
+	var wg sync.WaitGroup
+	for m := range 2 {
+		wg.Go(func() {
+			if err := s.Write(t.Context(), msg(testRow(fmt.Sprintf("m%d-a", m)), testRow(fmt.Sprintf("m%d-b", m)))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	// A message of more rows than max_messages goes alone, whole.
+	big := make([]*sinks.Row, 5)
+	for i := range big {
+		big[i] = testRow(fmt.Sprintf("big-%d", i))
+	}
+	if err := s.Write(t.Context(), msg(big...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requestSizes(); fmt.Sprint(got) != "[4 5]" {
+		t.Errorf("MutateRows requests of %v entries, want [4 5]", got)
+	}
+	read := f.readBack(t)
+	for _, key := range []string{"m0-a", "m0-b", "m1-a", "m1-b", "big-0", "big-4"} {
+		if v, _ := read("", key); v == nil {
+			t.Errorf("row %s was not written", key)
+		}
+	}
+}
+
+func TestRowsInTwoTablesAreOneApplyBulkPerTable(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(defaultBatch))
+	if err := s.Write(t.Context(), msg(testRow("main-1"), indexRow("idx-1"), testRow("main-2"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requestSizes(); fmt.Sprint(got) != "[1 2]" && fmt.Sprint(got) != "[2 1]" {
+		t.Errorf("MutateRows requests of %v entries, want one of 2 (table events) and one of 1 (index)", got)
+	}
+	read := f.readBack(t)
+	for _, c := range []struct{ table, key string }{{"", "main-1"}, {"", "main-2"}, {index, "idx-1"}} {
+		if v, _ := read(c.table, c.key); v == nil {
+			t.Errorf("row %s of table %q was not written", c.key, c.table)
+		}
+	}
+	if v, _ := read("", "idx-1"); v != nil {
+		t.Error("the index row landed in the main table")
+	}
+}
+
+// TestOneRowOfAMessageRefusedByBigtable: the message is rejected naming the
+// row; its other rows are written (Bigtable applies each row on its own),
+// which is harmless: the message is dead-lettered, and a replay rewrites
+// the same cells.
+func TestOneRowOfAMessageRefusedByBigtable(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(defaultBatch))
+	f.mu.Lock()
+	f.refuse["bad"] = codes.InvalidArgument
+	f.mu.Unlock()
+	err := s.Write(t.Context(), msg(testRow("good-0"), indexRow("good-1"), testRow("bad")))
+	var rej *sinks.RejectedError
+	if !errors.As(err, &rej) || rej.Row != 2 || status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Write = %v, want a RejectedError of row 2 with InvalidArgument", err)
+	}
+	if n := f.probeCount(); n != 1 {
+		t.Errorf("%d schema probes, want 1", n)
+	}
+	read := f.readBack(t)
+	if v, _ := read("", "good-0"); v == nil {
+		t.Error("row 0 was not written")
+	}
+	if v, _ := read(index, "good-1"); v == nil {
+		t.Error("row 1 was not written")
+	}
+}
+
+func TestARowFailingTransientlyMakesTheMessageTransient(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(defaultBatch))
+	writeAll(t, s, 1)
+	f.mu.Lock()
+	f.inject["busy"] = []codes.Code{codes.ResourceExhausted}
+	f.mu.Unlock()
+	err := s.Write(t.Context(), msg(testRow("a"), testRow("busy"), indexRow("c")))
+	if err == nil || sinks.IsRejected(err) || status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("Write = %v, want a transient ResourceExhausted", err)
+	}
+	read := f.readBack(t)
+	if v, _ := read("", "a"); v == nil {
+		t.Error("row 0 was not written")
+	}
+	// The pipeline retries the whole message: the rows written are
+	// rewritten, the same cells.
+	if err := s.Write(t.Context(), msg(testRow("a"), testRow("busy"), indexRow("c"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, versions := read("", "a"); versions != 1 {
+		t.Errorf("row a has %d versions after the retry, want 1", versions)
+	}
+}
+
+func TestARejectionWinsOverATransientFailureOfTheSameMessage(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(defaultBatch))
+	f.mu.Lock()
+	f.inject["busy"] = []codes.Code{codes.ResourceExhausted}
+	f.refuse["bad-1"] = codes.InvalidArgument
+	f.refuse["bad-2"] = codes.InvalidArgument
+	f.mu.Unlock()
+	err := s.Write(t.Context(), msg(testRow("busy"), testRow("bad-1"), testRow("bad-2")))
+	var rej *sinks.RejectedError
+	if !errors.As(err, &rej) || rej.Row != 1 {
+		t.Errorf("Write = %v, want a RejectedError of row 1, the first refused", err)
+	}
+}
+
+func TestRowsRejectedBeforeIOWriteNothingOfTheMessage(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(defaultBatch))
+	overLimit := testRow("over")
+	overLimit.Cells = []sinks.Cell{{Column: strings.Repeat("c", MaxQualifierBytes+1)}}
+	unknownTable := testRow("elsewhere")
+	unknownTable.Table = "not-configured"
+	unknownFamily := testRow("other-family")
+	unknownFamily.Table = index // and the sink's own family, which index does not have here
+	for _, c := range []struct {
+		name string
+		rows []sinks.Row
+		row  int
+	}{
+		{"a row over a limit", msg(testRow("ok-0"), overLimit, indexRow("ok-2")), 1},
+		{"a row naming a table the configuration does not", msg(testRow("ok-0"), indexRow("ok-1"), unknownTable), 2},
+		{"a row naming a pair the configuration does not", msg(unknownFamily, testRow("ok-1")), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := s.Write(t.Context(), c.rows)
+			var rej *sinks.RejectedError
+			if !errors.As(err, &rej) || rej.Row != c.row {
+				t.Errorf("Write = %v, want a RejectedError of row %d", err, c.row)
+			}
+		})
+	}
+	if got := f.requestSizes(); len(got) != 0 {
+		t.Errorf("MutateRows requests of %v entries, want none", got)
+	}
+}
+
+// TestTheTablesAreThoseOfTheMappings: sink.table is the mappings' default;
+// when every mapping names its own table, Check does not ask for it, and a
+// row that names no table (so names it) is rejected as a caller's bug.
+func TestTheTablesAreThoseOfTheMappings(t *testing.T) {
+	f := newFake(t)
+	cfg := sinkConfig(defaultBatch)
+	cfg.Table = "unused-default"
+	cfg.Mappings = []config.Mapping{{Table: table}, {Table: index, ColumnFamily: indexFamily}}
+	s := newSink(t, f, cfg)
+	if err := s.Check(t.Context()); err != nil {
+		t.Errorf("Check = %v, want nil: no mapping writes to the default table", err)
+	}
+	main := testRow("main")
+	main.Table = table
+	if err := s.Write(t.Context(), msg(main, indexRow("idx"))); err != nil {
+		t.Errorf("Write = %v", err)
+	}
+	var rej *sinks.RejectedError
+	if err := s.Write(t.Context(), msg(main, testRow("nowhere"))); !errors.As(err, &rej) || rej.Row != 1 {
+		t.Errorf("Write = %v, want a RejectedError of row 1", err)
+	}
+}
+
+// TestAFamilyMissingInOneTableIsNotTheRowsFault: the schema is judged per
+// (table, family). A row of the main table written in the same batch proves
+// nothing of the index table's family: the index row is not rejected, the
+// message is retried, and Check names the family.
+func TestAFamilyMissingInOneTableIsNotTheRowsFault(t *testing.T) {
+	ctx := t.Context()
+	f := newFake(t)
+	s := newSink(t, f, sinkConfig(defaultBatch))
+	if err := f.admin.DeleteColumnFamily(ctx, index, indexFamily); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Write(ctx, msg(testRow("main"), indexRow("idx")))
+	if err == nil || sinks.IsRejected(err) || status.Code(err) != codes.NotFound {
+		t.Fatalf("Write = %v, want a transient NotFound", err)
+	}
+	if v, _ := f.readBack(t)("", "main"); v == nil {
+		t.Error("the main row was not written")
+	}
+	if got := f.requestSizes(); len(got) != 2 {
+		t.Errorf("MutateRows requests of %v entries, want two (one per table), no retry alone", got)
+	}
+	want := `column family "i" of bigtable table "index" in instance "inst" is missing`
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Check = %v, want it to say %s", err, want)
+	}
+	if err := f.admin.CreateColumnFamily(ctx, index, indexFamily); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, msg(testRow("main"), indexRow("idx"))); err != nil {
+		t.Errorf("Write = %v once the family is back", err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Errorf("Check = %v once the family is back", err)
 	}
 }
 
@@ -375,7 +645,7 @@ func TestAPermanentCodeBeforeAnyWriteSucceededIsNotARejection(t *testing.T) {
 	cfg := sinkConfig(defaultBatch)
 	cfg.ColumnFamily = "typo" // every row is refused with NotFound
 	s := newSink(t, f, cfg)
-	err := s.Write(t.Context(), testRow("k"))
+	err := s.Write(t.Context(), msg(testRow("k")))
 	if err == nil || sinks.IsRejected(err) {
 		t.Fatalf("Write = %v, want a transient error: the family, not the row, is at fault", err)
 	}
@@ -397,7 +667,7 @@ func TestAnEntryThatSucceedsAloneIsWritten(t *testing.T) {
 	f.mu.Lock()
 	f.inject["flaky"] = []codes.Code{codes.InvalidArgument} // once: "the same error for both entries"
 	f.mu.Unlock()
-	if err := s.Write(t.Context(), testRow("flaky")); err != nil {
+	if err := s.Write(t.Context(), msg(testRow("flaky"))); err != nil {
 		t.Errorf("Write = %v, want nil: the row succeeded when retried alone", err)
 	}
 	if got := f.requestSizes(); fmt.Sprint(got) != "[1 1 1]" {
@@ -415,7 +685,7 @@ func TestTransientEntryErrorsAreReturnedWithoutRetrying(t *testing.T) {
 			f.mu.Lock()
 			f.inject["busy"] = []codes.Code{code}
 			f.mu.Unlock()
-			err := s.Write(t.Context(), testRow("busy"))
+			err := s.Write(t.Context(), msg(testRow("busy")))
 			if err == nil || sinks.IsRejected(err) || status.Code(err) != code {
 				t.Errorf("Write = %v, want a transient error with code %v", err, code)
 			}
@@ -431,7 +701,7 @@ func TestAMissingTableFailsEveryRowTransiently(t *testing.T) {
 	cfg := sinkConfig(defaultBatch)
 	cfg.Table = "absent"
 	s := newSink(t, f, cfg)
-	err := s.Write(t.Context(), testRow("k"))
+	err := s.Write(t.Context(), msg(testRow("k")))
 	if err == nil || sinks.IsRejected(err) || status.Code(err) != codes.NotFound {
 		t.Errorf("Write = %v, want a transient NotFound", err)
 	}
@@ -445,7 +715,7 @@ func TestAStalledCallIsCutByTheTimeout(t *testing.T) {
 	f.stall = true
 	f.mu.Unlock()
 	start := time.Now()
-	err := s.Write(t.Context(), testRow("k"))
+	err := s.Write(t.Context(), msg(testRow("k")))
 	if err == nil || sinks.IsRejected(err) {
 		t.Errorf("Write = %v, want a transient error", err)
 	}
@@ -466,6 +736,14 @@ func TestCheck(t *testing.T) {
 		cfg.Table = "absent"
 		err := newSink(t, f, cfg).Check(t.Context())
 		if err == nil || !strings.Contains(err.Error(), `table "absent" in instance "inst" does not exist`) {
+			t.Errorf("Check = %v, want it to say the table does not exist", err)
+		}
+	})
+	t.Run("a missing table of a mapping is named", func(t *testing.T) {
+		cfg := sinkConfig(defaultBatch)
+		cfg.Mappings[1].Table = "absent-index"
+		err := newSink(t, f, cfg).Check(t.Context())
+		if err == nil || !strings.Contains(err.Error(), `table "absent-index" in instance "inst" does not exist`) {
 			t.Errorf("Check = %v, want it to say the table does not exist", err)
 		}
 	})
@@ -517,7 +795,7 @@ func BenchmarkWrite(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
-			row := testRow(fmt.Sprintf("bench-%09d", n.Add(1)))
+			row := msg(testRow(fmt.Sprintf("bench-%09d", n.Add(1))))
 			if err := s.Write(ctx, row); err != nil {
 				b.Error(err)
 				return

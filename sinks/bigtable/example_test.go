@@ -2,6 +2,7 @@ package bigtable_test
 
 import (
 	"context"
+	"errors"
 	"log"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
 )
 
-// The pipeline checks the table at start, writes each committed message's
-// row, and dead-letters only what the sink rejects.
+// The pipeline checks the tables at start, writes the rows of each message
+// (here a main row and an index row in another table) in one Write, and
+// dead-letters only what the sink rejects.
 func ExampleNew() {
 	ctx := context.Background()
 	client, err := cbt.NewClient(ctx, "my-project", "my-instance")
@@ -25,22 +27,35 @@ func ExampleNew() {
 
 	s := btsink.New(client, zap.NewExample(), config.Sink{
 		Type: config.SinkBigtable, Instance: "my-instance", Table: "orders", ColumnFamily: "d",
+		Mappings: []config.Mapping{
+			{RowKey: "{attributes.customer}#{attributes.order}"},
+			{Table: "orders_by_day", RowKey: "{attributes.day}#{attributes.order}"},
+		},
 		Batch: config.Batch{MaxMessages: 500, MaxBytes: 4 << 20, MaxDelay: 20 * time.Millisecond},
 	}, nil)
 	if err := s.Check(ctx); err != nil {
-		log.Fatal(err) // names the table when it does not exist
+		log.Fatal(err) // names a table that does not exist
 	}
 
-	err = s.Write(ctx, &sinks.Row{
+	now := time.Now() // the event time; truncated to milliseconds
+	err = s.Write(ctx, []sinks.Row{{
 		Key:       "customer-7#order-42",
 		Cells:     []sinks.Cell{{Column: "data", Value: []byte(`{"amount":12.5}`)}},
-		Timestamp: time.Now(), // the event time; truncated to milliseconds
-	})
+		Timestamp: now,
+	}, {
+		Table:     "orders_by_day", // family: the sink's, "d"
+		Key:       "2026-03-04#order-42",
+		Cells:     []sinks.Cell{{Column: "customer", Value: []byte("customer-7")}},
+		Timestamp: now,
+	}})
+	var rejected *sinks.RejectedError
 	switch {
-	case sinks.IsRejected(err):
-		// Dead-letter the message with reason sink_rejected, then ack it.
+	case errors.As(err, &rejected):
+		// Row rejected.Row can never be written: dead-letter the whole
+		// message with reason sink_rejected, then ack it.
 	case err != nil:
-		// Transient: retry with backoff; never dead-letter.
+		// Transient: retry the whole message with backoff; never
+		// dead-letter.
 	}
 
 	shutdown, cancel := context.WithTimeout(ctx, 20*time.Second)

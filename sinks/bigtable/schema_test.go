@@ -124,7 +124,7 @@ func TestCheckRecoversWithoutWrites(t *testing.T) {
 	if err := f.admin.DeleteColumnFamily(ctx, table, family); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Write(ctx, testRow("k")); err == nil || sinks.IsRejected(err) {
+	if err := s.Write(ctx, msg(testRow("k"))); err == nil || sinks.IsRejected(err) {
 		t.Fatalf("Write = %v, want a transient error", err)
 	}
 	if err := s.Check(ctx); err == nil {
@@ -166,7 +166,7 @@ func TestARowRefusedTwiceIsRejectedOnlyIfTheProbeThenSucceeds(t *testing.T) {
 			f.mu.Unlock()
 			var err error
 			done := make(chan struct{})
-			go func() { defer close(done); err = s.Write(t.Context(), testRow("bad")) }()
+			go func() { defer close(done); err = s.Write(t.Context(), msg(testRow("bad"))) }()
 			writeAll(t, s, 1)
 			<-done
 			if err == nil || sinks.IsRejected(err) != c.rejection || status.Code(err) != codes.InvalidArgument {

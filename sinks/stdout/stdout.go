@@ -21,7 +21,8 @@ import (
 // keep in Bigtable.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// Sink writes each row as one JSON line to an io.Writer.
+// Sink writes each row as one JSON line to an io.Writer, the lines of one
+// message together.
 type Sink struct {
 	w   io.Writer
 	log *zap.Logger
@@ -37,7 +38,11 @@ type Sink struct {
 
 // line is the JSON shape of one row.
 type line struct {
-	Key       string            `json:"key"`
+	Key string `json:"key"`
+	// Table and Family are the row's, when it names them (Row.Table,
+	// Row.Family); absent, the row goes to the configured ones.
+	Table     string            `json:"table,omitempty"`
+	Family    string            `json:"family,omitempty"`
 	Timestamp string            `json:"timestamp"`
 	Cells     map[string]string `json:"cells"`
 	// Base64 lists the columns whose values are not valid UTF-8 and so are
@@ -56,22 +61,28 @@ func New(w io.Writer, log *zap.Logger, cfg config.Sink) *Sink {
 	return s
 }
 
-// Write writes row as one line:
+// Write writes each of rows, the rows of one message, as one line:
 //
 //	{"key":"k","timestamp":"2026-03-04T05:06:07.123Z","cells":{"data":"..."}}
 //
-// The timestamp is truncated to whole milliseconds, in UTC. A value that is
+// with "table" and "family" after "key" when the row names them. The
+// timestamp is truncated to whole milliseconds, in UTC. A value that is
 // valid UTF-8 is written as a string, any other base64-encoded and its
 // column named in "base64". A key that is not valid UTF-8 has its invalid
 // bytes replaced by U+FFFD. When a column appears twice, the last value wins,
 // as in Bigtable.
 //
-// Write returns after the line was handed to w in a single Write call (and
-// flushed), so lines from concurrent calls never interleave. It returns
-// ctx.Err() if ctx ends while it waits for another call, an error wrapping
-// sinks.ErrClosed after Close, and w's error otherwise (transient: it is
-// never the row's fault). It does not retain row.
-func (s *Sink) Write(ctx context.Context, row *sinks.Row) error {
+// Write returns after the lines were handed to w together in a single Write
+// call (and flushed), so the lines of a message stay together and lines
+// from concurrent calls never interleave. With no rows it writes nothing. It
+// returns ctx.Err() if ctx ends while it waits for another call, an error
+// wrapping sinks.ErrClosed after Close, and w's error otherwise (transient:
+// it is never a row's fault; some of the lines may have been written). It
+// never rejects a row, and does not retain rows.
+func (s *Sink) Write(ctx context.Context, rows []sinks.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
@@ -80,8 +91,24 @@ func (s *Sink) Write(ctx context.Context, row *sinks.Row) error {
 		return fmt.Errorf("stdout: %w", sinks.ErrClosed)
 	}
 
+	s.buf.Reset()
+	for i := range rows {
+		if err := s.encode(&rows[i]); err != nil {
+			return err
+		}
+	}
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return fmt.Errorf("stdout: write rows: %w", err)
+	}
+	return s.flush()
+}
+
+// encode appends row's line to s.buf. Called with the lock.
+func (s *Sink) encode(row *sinks.Row) error {
 	l := line{
 		Key:       row.Key,
+		Table:     row.Table,
+		Family:    row.Family,
 		Timestamp: row.Timestamp.UTC().Truncate(time.Millisecond).Format(timeFormat),
 		Cells:     make(map[string]string, len(row.Cells)),
 	}
@@ -100,14 +127,10 @@ func (s *Sink) Write(ctx context.Context, row *sinks.Row) error {
 	}
 	slices.Sort(l.Base64)
 
-	s.buf.Reset()
 	if err := s.enc.Encode(l); err != nil { // appends the newline
 		return fmt.Errorf("stdout: encode row: %w", err)
 	}
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return fmt.Errorf("stdout: write row: %w", err)
-	}
-	return s.flush()
+	return nil
 }
 
 // Close flushes w if it is buffered and makes later writes fail with

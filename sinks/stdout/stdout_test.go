@@ -41,6 +41,8 @@ func (b *syncBuffer) String() string {
 
 type jsonLine struct {
 	Key       string            `json:"key"`
+	Table     string            `json:"table"`
+	Family    string            `json:"family"`
 	Timestamp string            `json:"timestamp"`
 	Cells     map[string]string `json:"cells"`
 	Base64    []string          `json:"base64"`
@@ -49,7 +51,7 @@ type jsonLine struct {
 // readBack replays the lines as Bigtable would apply them: a cell is
 // (key, column, timestamp); a later line with the same cell replaces it.
 func readBack(t *testing.T, out *syncBuffer) sinktest.ReadBack {
-	return func(key string) (map[string][]byte, int) {
+	return func(table, key string) (map[string][]byte, int) {
 		type version struct {
 			ts    string
 			value []byte
@@ -63,7 +65,7 @@ func readBack(t *testing.T, out *syncBuffer) sinktest.ReadBack {
 			if err := json.Unmarshal([]byte(text), &l); err != nil {
 				t.Fatalf("line %q: %v", text, err)
 			}
-			if l.Key != key {
+			if l.Key != key || l.Table != table {
 				continue
 			}
 			for col, v := range l.Cells {
@@ -111,7 +113,7 @@ func TestConformance(t *testing.T) {
 	sinktest.RunConformance(t, func(t *testing.T) (sinks.Sink, sinktest.ReadBack) {
 		out := &syncBuffer{}
 		return stdout.New(out, zap.NewNop(), config.Sink{Type: config.SinkStdout}), readBack(t, out)
-	})
+	}, sinktest.Options{OtherTable: "index", OtherFamily: "i"}) // stdout refuses no row
 }
 
 func TestWriteFormatsOneJSONObjectPerLine(t *testing.T) {
@@ -127,7 +129,7 @@ func TestWriteFormatsOneJSONObjectPerLine(t *testing.T) {
 		},
 		Timestamp: time.Date(2026, 3, 4, 6, 6, 7, 123_999_999, time.FixedZone("CET", 3600)),
 	}
-	if err := s.Write(t.Context(), row); err != nil {
+	if err := s.Write(t.Context(), []sinks.Row{*row}); err != nil {
 		t.Fatal(err)
 	}
 	want := `{"key":"c1#o<1>","timestamp":"2026-03-04T05:06:07.123Z","cells":{"data":"{\"a\":\"é & <b>\"}","dup":"last wins","raw":"/wAB"},"base64":["raw"]}` + "\n"
@@ -136,11 +138,45 @@ func TestWriteFormatsOneJSONObjectPerLine(t *testing.T) {
 	}
 }
 
+// countingWriter counts the Write calls it receives.
+type countingWriter struct {
+	bytes.Buffer
+	calls int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.calls++
+	return w.Buffer.Write(p)
+}
+
+func TestTheRowsOfAMessageAreOneLineEachInOneWriteCall(t *testing.T) {
+	var out countingWriter
+	s := stdout.New(&out, zap.NewNop(), config.Sink{Table: "orders", ColumnFamily: "d"})
+	ts := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	err := s.Write(t.Context(), []sinks.Row{
+		{Key: "o-42", Cells: []sinks.Cell{{Column: "data", Value: []byte("x")}}, Timestamp: ts},
+		{Table: "by_customer", Family: "i", Key: "c-7#o-42", Cells: []sinks.Cell{{Column: "order", Value: []byte("o-42")}}, Timestamp: ts},
+		{Table: "orders", Key: "o-42#item-1", Cells: []sinks.Cell{{Column: "sku", Value: []byte("s1")}}, Timestamp: ts},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"key":"o-42","timestamp":"2026-03-04T05:06:07.000Z","cells":{"data":"x"}}` + "\n" +
+		`{"key":"c-7#o-42","table":"by_customer","family":"i","timestamp":"2026-03-04T05:06:07.000Z","cells":{"order":"o-42"}}` + "\n" +
+		`{"key":"o-42#item-1","table":"orders","timestamp":"2026-03-04T05:06:07.000Z","cells":{"sku":"s1"}}` + "\n"
+	if got := out.String(); got != want {
+		t.Errorf("lines =\n%s\nwant\n%s", got, want)
+	}
+	if out.calls != 1 {
+		t.Errorf("%d Write calls, want 1: the lines of a message go together", out.calls)
+	}
+}
+
 func TestWriteFlushesABufferedWriter(t *testing.T) {
 	var out bytes.Buffer
 	w := bufio.NewWriterSize(&out, 1<<16)
 	s := stdout.New(w, zap.NewNop(), config.Sink{})
-	if err := s.Write(t.Context(), &sinks.Row{Key: "k", Cells: []sinks.Cell{{Column: "c", Value: []byte("v")}}}); err != nil {
+	if err := s.Write(t.Context(), []sinks.Row{{Key: "k", Cells: []sinks.Cell{{Column: "c", Value: []byte("v")}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if out.Len() == 0 {
@@ -155,7 +191,7 @@ func TestWriteReturnsTheWritersErrorAsTransient(t *testing.T) {
 	}
 	r.Close()
 	s := stdout.New(w, zap.NewNop(), config.Sink{})
-	err = s.Write(t.Context(), &sinks.Row{Key: "k", Cells: []sinks.Cell{{Column: "c", Value: []byte("v")}}})
+	err = s.Write(t.Context(), []sinks.Row{{Key: "k", Cells: []sinks.Cell{{Column: "c", Value: []byte("v")}}}})
 	if err == nil || sinks.IsRejected(err) {
 		t.Errorf("Write to a closed pipe = %v, want a transient error", err)
 	}
@@ -174,7 +210,7 @@ func TestCloseIsBoundedByCtxWhileAWriteIsBlocked(t *testing.T) {
 	w := blockingWriter{release: make(chan struct{})}
 	s := stdout.New(w, zap.NewNop(), config.Sink{})
 	done := make(chan error, 1)
-	go func() { done <- s.Write(context.Background(), &sinks.Row{Key: "k"}) }()
+	go func() { done <- s.Write(context.Background(), []sinks.Row{{Key: "k"}}) }()
 	time.Sleep(10 * time.Millisecond) // let the Write take the writer
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
@@ -193,12 +229,19 @@ func TestCloseIsBoundedByCtxWhileAWriteIsBlocked(t *testing.T) {
 
 func ExampleNew() {
 	s := stdout.New(os.Stdout, zap.NewNop(), config.Sink{Type: config.SinkStdout})
-	_ = s.Write(context.Background(), &sinks.Row{
+	ts := time.Date(2026, 3, 4, 5, 6, 7, 890_123_000, time.UTC)
+	_ = s.Write(context.Background(), []sinks.Row{{
 		Key:       "customer-7#order-42",
 		Cells:     []sinks.Cell{{Column: "data", Value: []byte(`{"amount":12.5}`)}},
-		Timestamp: time.Date(2026, 3, 4, 5, 6, 7, 890_123_000, time.UTC),
-	})
+		Timestamp: ts,
+	}, {
+		Table:     "orders_by_day",
+		Key:       "2026-03-04#order-42",
+		Cells:     []sinks.Cell{{Column: "customer", Value: []byte("customer-7")}},
+		Timestamp: ts,
+	}})
 	_ = s.Close(context.Background())
 	// Output:
 	// {"key":"customer-7#order-42","timestamp":"2026-03-04T05:06:07.890Z","cells":{"data":"{\"amount\":12.5}"}}
+	// {"key":"2026-03-04#order-42","table":"orders_by_day","timestamp":"2026-03-04T05:06:07.890Z","cells":{"customer":"customer-7"}}
 }

@@ -1,0 +1,606 @@
+package mapping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/cel-go/cel"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/sinks"
+	"github.com/pubsink/pubsink/source"
+	"github.com/pubsink/pubsink/template"
+	"github.com/pubsink/pubsink/watermark"
+)
+
+// Result is what Map makes of one message. The zero value is ready; a
+// Result may be reused for another message once its rows were written (Map
+// resets it).
+type Result struct {
+	// EventTime is the message's event time: the watermark and the late
+	// check read it (also when its rows carry times of their own).
+	EventTime time.Time
+	// Key is the dedupe key.
+	Key string
+	// Filtered: the filter was false; there are no rows.
+	Filtered bool
+	// Rows are the rows to write, in mapping order; none is possible (a
+	// when that was false, an empty list).
+	Rows []sinks.Row
+
+	// row and cells back Rows for a message of one row with at most two
+	// columns, so that the common case costs no allocation of their own.
+	row   [1]sinks.Row
+	cells [2]sinks.Cell
+}
+
+// BadInput is a message that can never be written as it is: Map's error
+// for every failure but a transient one (a schema that could not be fetched
+// yet). Reason is its dead-letter reason.
+type BadInput struct {
+	Reason deadletter.Reason
+	Err    error
+}
+
+func (b *BadInput) Error() string { return string(b.Reason) + ": " + b.Err.Error() }
+func (b *BadInput) Unwrap() error { return b.Err }
+
+// Schemas fetches a revision of a topic's Pub/Sub schema (source.Schemas).
+// Its error wraps source.ErrSchemaGone when the revision can never be had;
+// any other error is transient.
+type Schemas interface {
+	Get(ctx context.Context, name, revision string) (source.Schema, error)
+}
+
+// noSchemas stands in for the schema service where there is none (validate,
+// tests): every fetch fails, transiently.
+type noSchemas struct{}
+
+func (noSchemas) Get(context.Context, string, string) (source.Schema, error) {
+	return source.Schema{}, errors.New("no Pub/Sub schema service here")
+}
+
+// Mapper maps the messages of one pipeline. It is compiled once (New) and
+// safe for concurrent use.
+type Mapper struct {
+	format     string
+	fileCodec  codec        // the schema file's, or nil
+	fileJSON   bool         // the schema file's messages are in its JSON encoding
+	topic      *schemaCache // the topic's schemas, or nil
+	eventTime  *watermark.EventTime
+	timeTmpl   *template.Template // source.timestamp_template, or nil
+	timeExpr   *expr              // its lone expression, when it has one
+	idAttr     string
+	idTmpl     *template.Template // source.id_template, or nil
+	filter     *expr              // or nil
+	mappings   []*rowMapping
+	maxRows    int
+	limits     sinks.Limits
+	usesDecode bool // some template or expression reads a field of a schema'd payload
+	exprs      bool // some expression is compiled: an activation is needed
+}
+
+// codec decodes the payloads of one schema (avro.go, proto.go).
+type codec interface {
+	decode(data []byte, json bool) (any, error)
+}
+
+// rowMapping is one compiled config.Mapping.
+type rowMapping struct {
+	table, family string
+	rowKey        *template.Template
+	columns       []column
+	cellTime      string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
+	timeTmpl      *template.Template // a computed cell timestamp
+	when, each    *expr
+}
+
+type column struct {
+	name string
+	tmpl *template.Template
+	// payload: the template is a lone {data}, whose value is the message's
+	// Data itself. No copy is needed: the sink copies what it batches and
+	// the handler holds the message until the write returns.
+	payload bool
+}
+
+// New compiles the mapping of pipeline cfg: its schema file (read from
+// disk), expressions and templates. schemas fetches topic schemas; it may be
+// nil when cfg does not read them. limits are the sink's, checked before a
+// row is written. Every problem is reported, as config.Problems with key
+// paths relative to the pipeline ("sink.columns.x", "filter").
+func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, error) {
+	var ps config.Problems
+	add := func(path string, err error) {
+		ps = append(ps, config.Problem{Path: path, Message: err.Error()})
+	}
+	m := &Mapper{
+		format:  cfg.Payload.Format,
+		idAttr:  cfg.Source.IDAttribute,
+		maxRows: cfg.Sink.MaxRows,
+		limits:  limits,
+	}
+	if m.format == "" {
+		m.format = config.FormatJSON
+	}
+	if m.maxRows <= 0 {
+		m.maxRows = 1000
+	}
+	var checker pathChecker
+	switch {
+	case cfg.Payload.TopicSchema():
+		if schemas == nil {
+			schemas = noSchemas{} // validate: nothing is fetched
+		}
+		m.topic = newSchemaCache(schemas)
+	case cfg.Payload.Schema != "":
+		c, err := compileFile(m.format, cfg.Payload.Schema, cfg.Payload.Message)
+		if err != nil {
+			add("payload.schema", err)
+		} else {
+			m.fileCodec, checker = c, c.(pathChecker)
+		}
+		m.fileJSON = cfg.Payload.Encoding == config.EncodingJSON
+	}
+
+	et, err := watermark.NewEventTime(cfg.Source.TimestampAttribute, cfg.Source.TimestampFormat)
+	if err != nil {
+		add("source.timestamp_format", err)
+	}
+	m.eventTime = et
+
+	c := &compiler{m: m, checker: checker, add: add}
+	if cfg.Filter != "" {
+		m.filter = c.expr("filter", cfg.Filter, cel.BoolType, exprOptions{})
+	}
+	if cfg.Source.TimestampTemplate != "" {
+		m.timeTmpl = c.template("source.timestamp_template", cfg.Source.TimestampTemplate, exprOptions{})
+		if m.timeTmpl != nil {
+			m.timeExpr, _ = m.timeTmpl.Lone().(*expr)
+		}
+	}
+	if cfg.Source.IDTemplate != "" {
+		m.idTmpl = c.template("source.id_template", cfg.Source.IDTemplate, exprOptions{eventTime: true})
+	}
+	for i, mc := range cfg.Sink.AllMappings() {
+		at := "sink"
+		if len(cfg.Sink.Mappings) > 0 {
+			at = fmt.Sprintf("sink.mappings[%d]", i)
+		}
+		m.mappings = append(m.mappings, c.mapping(at, mc))
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return m, nil
+}
+
+// compiler compiles one pipeline's templates and expressions, reporting
+// each problem at its key.
+type compiler struct {
+	m       *Mapper
+	checker pathChecker // the schema file's, to check paths against; or nil
+	add     func(path string, err error)
+	envs    map[exprOptions]*exprEnv
+}
+
+// pathChecker is a schema that can say whether a path names a field.
+type pathChecker interface {
+	checkPath(path []template.Segment) error
+}
+
+func (c *compiler) env(opts exprOptions) *exprEnv {
+	if e, ok := c.envs[opts]; ok {
+		return e
+	}
+	e, err := newExprEnv(opts)
+	if err != nil {
+		panic("mapping: the expression environment does not build: " + err.Error()) // a bug, not a config problem
+	}
+	if c.envs == nil {
+		c.envs = map[exprOptions]*exprEnv{}
+	}
+	c.envs[opts] = e
+	return e
+}
+
+func (c *compiler) expr(at, src string, want *cel.Type, opts exprOptions) *expr {
+	e, err := c.env(opts).compile(src, want)
+	if err != nil {
+		c.add(at, err)
+		return nil
+	}
+	c.m.exprs = true
+	c.m.usesDecode = c.m.usesDecode || e.readsData()
+	return e
+}
+
+func (c *compiler) template(at, src string, opts exprOptions) *template.Template {
+	t, err := template.CompileWith(src, template.Options{Expr: func(s string) (template.Expr, error) {
+		e, err := c.env(opts).compile(s, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.m.exprs = true
+		c.m.usesDecode = c.m.usesDecode || e.readsData()
+		return e, nil
+	}})
+	if err != nil {
+		c.add(at, err)
+		return nil
+	}
+	for _, fp := range t.Paths() {
+		if fp.Root != "data" {
+			continue
+		}
+		switch {
+		case c.m.format == config.FormatRaw || c.m.format == config.FormatString:
+			c.add(at, fmt.Errorf("%s: a %s payload has no fields (use {data})", fp.Placeholder, c.m.format))
+		case c.m.format == config.FormatAvro || c.m.format == config.FormatProtobuf:
+			c.m.usesDecode = true
+			if c.checker != nil {
+				if err := c.checker.checkPath(fp.Path); err != nil {
+					c.add(at, fmt.Errorf("%s: %w", fp.Placeholder, err))
+				}
+			}
+		}
+	}
+	return t
+}
+
+func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
+	rm := &rowMapping{table: mc.Table, family: mc.ColumnFamily}
+	opts := exprOptions{eventTime: true, item: mc.Each != ""}
+	if mc.When != "" {
+		rm.when = c.expr(at+".when", mc.When, cel.BoolType, exprOptions{eventTime: true})
+	}
+	if mc.Each != "" {
+		rm.each = c.expr(at+".each", mc.Each, cel.ListType(cel.DynType), exprOptions{eventTime: true})
+	}
+	rm.rowKey = c.template(at+".row_key", mc.RowKey, opts)
+	names := make([]string, 0, len(mc.Columns))
+	for name := range mc.Columns {
+		names = append(names, name)
+	}
+	sort.Strings(names) // a stable cell order makes rows comparable in tests and logs
+	for _, name := range names {
+		if t := c.template(at+".columns."+name, mc.Columns[name], opts); t != nil {
+			rm.columns = append(rm.columns, column{name: name, tmpl: t, payload: t.Payload()})
+		}
+	}
+	switch mc.Timestamp {
+	case config.CellTimeEvent, config.CellTimePublish, "":
+		rm.cellTime = mc.Timestamp
+		if rm.cellTime == "" {
+			rm.cellTime = config.CellTimeEvent
+		}
+	default:
+		rm.timeTmpl = c.template(at+".timestamp", mc.Timestamp, opts)
+	}
+	return rm
+}
+
+// Map fills r from msg: event time, dedupe key, rows. It returns nil, a
+// *BadInput (the message can never be written: dead-letter it with the
+// reason), or a transient error (a topic schema that could not be fetched
+// yet; ctx's error). r.Filtered is set when the filter said no; then
+// nothing else is. It is safe for concurrent use; r is the caller's.
+func (m *Mapper) Map(ctx context.Context, msg *source.Message, r *Result) error {
+	*r = Result{}
+	in := template.Input{
+		MessageID:   msg.ID,
+		PublishTime: msg.PublishTime,
+		Attributes:  msg.Attributes,
+		Data:        msg.Data,
+	}
+	if m.exprs || m.usesDecode {
+		// The schema'd and expression paths apart, so that a JSON pipeline
+		// without expressions keeps the small frames of the plain path.
+		return m.mapDecoded(ctx, msg, r, &in)
+	}
+	return m.mapPlain(msg, r, &in)
+}
+
+// mapPlain is Map for a pipeline that reads no decoded payload and
+// evaluates no expression: the templates read JSON text directly.
+func (m *Mapper) mapPlain(msg *source.Message, r *Result, in *template.Input) error {
+	if err := m.eventAndKey(msg, r, in); err != nil {
+		return err
+	}
+	return m.rows(r, in, nil)
+}
+
+// eventAndKey sets the event time and the dedupe key of r, and the event
+// time of in.
+func (m *Mapper) eventAndKey(msg *source.Message, r *Result, in *template.Input) error {
+	var err error
+	if m.timeTmpl != nil {
+		r.EventTime, err = m.computedTime(in)
+	} else {
+		r.EventTime, err = m.eventTime.Of(msg.Attributes, msg.PublishTime)
+		if err != nil {
+			err = &BadInput{deadletter.BadEventTime, err}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	in.EventTime = r.EventTime
+	switch {
+	case m.idTmpl != nil:
+		k, err := m.idTmpl.Render(in)
+		if err != nil {
+			return templateError("source.id_template", err)
+		}
+		if k == "" {
+			return &BadInput{deadletter.MissingField, errors.New("source.id_template rendered empty")}
+		}
+		r.Key = k
+	case m.idAttr != "":
+		k, ok := msg.Attributes[m.idAttr]
+		if !ok || k == "" {
+			return &BadInput{deadletter.MissingField, fmt.Errorf("dedupe attribute %q is missing or empty", m.idAttr)}
+		}
+		r.Key = k
+	default:
+		r.Key = msg.ID
+	}
+	return nil
+}
+
+// computedTime is the event time from source.timestamp_template: a lone
+// expression's timestamp as it is, else the rendering read as
+// source.timestamp_format.
+func (m *Mapper) computedTime(in *template.Input) (time.Time, error) {
+	if m.timeExpr != nil {
+		if t, ok, err := m.timeExpr.timestamp(in); ok || err != nil {
+			if err != nil {
+				return time.Time{}, templateError("source.timestamp_template", err)
+			}
+			if t.Before(time.Unix(0, 0)) {
+				return time.Time{}, &BadInput{deadletter.BadEventTime, errors.New("source.timestamp_template: before 1970-01-01T00:00:00Z")}
+			}
+			return t, nil
+		}
+	}
+	var buf [64]byte
+	b, err := m.timeTmpl.AppendTo(buf[:0], in)
+	if err != nil {
+		return time.Time{}, templateError("source.timestamp_template", err)
+	}
+	t, err := m.eventTime.Parse(string(b))
+	if err != nil {
+		return time.Time{}, &BadInput{deadletter.BadEventTime, fmt.Errorf("source.timestamp_template: %w", err)}
+	}
+	return t, nil
+}
+
+// mapDecoded is Map for a pipeline that decodes its payloads or evaluates
+// expressions.
+func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result, in *template.Input) error {
+	var decode func() (any, error)
+	var decoded any
+	switch {
+	case !m.usesDecode:
+		// Nothing reads data: it is never decoded.
+	case m.format == config.FormatAvro || m.format == config.FormatProtobuf:
+		// A schema'd payload is decoded before anything reads it, so that
+		// a payload that does not decode is invalid_payload whatever reads
+		// it first, and a schema still to fetch is fetched (or waited for)
+		// before any expression runs: its transient failure is retried.
+		v, err := m.decode(ctx, msg)
+		if err != nil {
+			return err
+		}
+		decoded, in.Decoded = v, tree{v}
+	default:
+		// JSON, string, raw: decoded for the expressions that read data,
+		// the first time one does (the templates read JSON text itself).
+		decode = func() (any, error) { return m.decode(ctx, msg) }
+	}
+	act := acquireActivation(msg, decode)
+	defer releaseActivation(act)
+	if in.Decoded != nil {
+		act.setData(decoded)
+	}
+	in.Vars = act
+	if m.filter != nil {
+		ok, err := m.filter.bool(act)
+		if err != nil {
+			return exprError("filter", err)
+		}
+		if !ok {
+			r.Filtered = true
+			return nil
+		}
+	}
+	if err := m.eventAndKey(msg, r, in); err != nil {
+		return err
+	}
+	act.setEventTime(r.EventTime)
+	return m.rows(r, in, act)
+}
+
+// rows renders every mapping's rows into r. act is the expressions'
+// activation, nil when the pipeline has none.
+func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
+	if len(m.mappings) == 1 && m.mappings[0].each == nil && m.mappings[0].when == nil {
+		// The common case: one row, into r's own array.
+		r.Rows = r.row[:1]
+		return m.mappings[0].render(m, &r.Rows[0], r.cells[:0], in, r.EventTime)
+	}
+	for _, rm := range m.mappings {
+		if rm.when != nil {
+			ok, err := rm.when.bool(act)
+			if err != nil {
+				return exprError("when", err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		if rm.each == nil {
+			if err := m.addRow(r, rm, in); err != nil {
+				return err
+			}
+			continue
+		}
+		items, err := rm.each.list(act, m.maxRows-len(r.Rows))
+		if err != nil {
+			if errors.Is(err, errTooManyElements) {
+				return m.tooManyRows(len(r.Rows))
+			}
+			return exprError("each", err)
+		}
+		for _, item := range items {
+			in.Item = tree{item}
+			act.setItem(item)
+			if err := m.addRow(r, rm, in); err != nil {
+				return err
+			}
+		}
+		in.Item = nil
+		act.clearItem()
+	}
+	return nil
+}
+
+func (m *Mapper) tooManyRows(n int) error {
+	return &BadInput{deadletter.TooManyRows, fmt.Errorf("the message makes more than sink.max_rows (%d) rows (%d so far)", m.maxRows, n)}
+}
+
+// addRow appends one row of rm to r.
+func (m *Mapper) addRow(r *Result, rm *rowMapping, in *template.Input) error {
+	if len(r.Rows) >= m.maxRows {
+		return m.tooManyRows(len(r.Rows))
+	}
+	r.Rows = append(r.Rows, sinks.Row{})
+	return rm.render(m, &r.Rows[len(r.Rows)-1], nil, in, r.EventTime)
+}
+
+// render renders one row of rm into row. cells, if it has room, backs the
+// row's cells.
+func (rm *rowMapping) render(m *Mapper, row *sinks.Row, cells []sinks.Cell, in *template.Input, eventTime time.Time) error {
+	key, err := rm.rowKey.Render(in)
+	if err != nil {
+		return templateError("row_key", err)
+	}
+	if len(key) == 0 {
+		return errEmptyRowKey
+	}
+	if m.limits.MaxKeyBytes > 0 && len(key) > m.limits.MaxKeyBytes {
+		return tooLarge("row key is %d bytes, the sink accepts at most %d", len(key), m.limits.MaxKeyBytes)
+	}
+	row.Key, row.Table, row.Family = key, rm.table, rm.family
+	if cap(cells) >= len(rm.columns) {
+		row.Cells = cells[:len(rm.columns)]
+	} else {
+		row.Cells = make([]sinks.Cell, len(rm.columns))
+	}
+	size := len(key)
+	// buf holds the rendered values of the columns that are not the
+	// payload, one after the other: one allocation for all of them (more
+	// only if it has to grow; earlier values keep the array they were
+	// rendered into).
+	var buf []byte
+	for i := range rm.columns {
+		c := &rm.columns[i]
+		var v []byte
+		if c.payload {
+			v = in.Data
+		} else {
+			start := len(buf)
+			if buf, err = c.tmpl.AppendTo(buf, in); err != nil {
+				return templateError("columns."+c.name, err)
+			}
+			v = buf[start:len(buf):len(buf)]
+		}
+		if m.limits.MaxCellBytes > 0 && len(v) > m.limits.MaxCellBytes {
+			return tooLarge("column "+c.name+" is %d bytes, the sink accepts at most %d", len(v), m.limits.MaxCellBytes)
+		}
+		size += len(c.name) + len(v)
+		row.Cells[i] = sinks.Cell{Column: c.name, Value: v}
+	}
+	if m.limits.MaxRowBytes > 0 && size > m.limits.MaxRowBytes {
+		return tooLarge("row is %d bytes, the sink accepts at most %d", size, m.limits.MaxRowBytes)
+	}
+	switch {
+	case rm.timeTmpl != nil:
+		var tb [64]byte
+		b, err := rm.timeTmpl.AppendTo(tb[:0], in)
+		if err != nil {
+			return templateError("timestamp", err)
+		}
+		t, err := m.eventTime.Parse(string(b))
+		if err != nil {
+			return &BadInput{deadletter.BadEventTime, fmt.Errorf("timestamp: %w", err)}
+		}
+		row.Timestamp = t
+	case rm.cellTime == config.CellTimePublish:
+		row.Timestamp = in.PublishTime
+	default:
+		row.Timestamp = eventTime
+	}
+	return nil
+}
+
+var errEmptyRowKey = &BadInput{deadletter.MissingField, errors.New("row_key rendered empty")}
+
+func tooLarge(format string, n, limit int) error {
+	return &BadInput{deadletter.TooLarge, fmt.Errorf(format, n, limit)}
+}
+
+// templateError maps a template failure to its dead-letter reason.
+func templateError(where string, err error) error {
+	reason := deadletter.MissingField
+	switch {
+	case errors.Is(err, template.ErrInvalidPayload):
+		reason = deadletter.InvalidPayload
+	case errors.Is(err, template.ErrBadTime):
+		reason = deadletter.BadEventTime
+	case errors.Is(err, template.ErrExpression):
+		reason = deadletter.ExpressionFailed
+	case errors.Is(err, errSchemaUnavailable):
+		reason = deadletter.SchemaUnavailable
+	}
+	var bad *BadInput
+	switch {
+	case errors.As(err, &bad):
+		return bad
+	case !isBadInput(err):
+		return err // transient: a schema not fetched yet, ctx's error
+	}
+	return &BadInput{reason, fmt.Errorf("%s: %w", where, err)}
+}
+
+// isBadInput reports whether err wraps one of the sentinels that say the
+// message itself is at fault.
+func isBadInput(err error) bool {
+	for _, s := range []error{template.ErrMissingField, template.ErrInvalidPayload, template.ErrBadTime, template.ErrExpression, errSchemaUnavailable} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// exprError maps the failure of a filter, when or each expression: a
+// payload that does not decode is invalid_payload (or its schema's
+// reason), an expression's failure expression_failed; any other error is
+// transient and returned as it is.
+func exprError(where string, err error) error {
+	var bad *BadInput
+	switch {
+	case errors.As(err, &bad):
+		return bad
+	case errors.Is(err, template.ErrInvalidPayload):
+		return &BadInput{deadletter.InvalidPayload, fmt.Errorf("%s: %w", where, err)}
+	case errors.Is(err, template.ErrExpression), errors.Is(err, template.ErrMissingField), errors.Is(err, template.ErrBadTime):
+		return &BadInput{deadletter.ExpressionFailed, fmt.Errorf("%s: %w", where, err)}
+	}
+	return err
+}
