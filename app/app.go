@@ -291,7 +291,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if a.opts.WrapSink != nil {
 		sink = a.opts.WrapSink(pc.Name, sink)
 	}
-	mp, err := a.mapper(ctx, pc, limits)
+	mp, err := a.mapper(ctx, pc, limits, int64(maxBytes))
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func TestDemoDrainsTheSampleStream(t *testing.T) {
 	if err := Demo(context.Background(), &out, DemoOptions{Messages: 600, Dir: dir, Timeout: time.Minute}); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"committed      600", "duplicate      30", "dead-lettered  40", "sample rows"} {
+	for _, want := range []string{"committed      600", "duplicate      30", "filtered       60", "dead-lettered  40", "temperature_f", "sample rows"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -33,8 +33,8 @@ func TestDemoDrainsTheSampleStream(t *testing.T) {
 func TestSampleStreamIsDeterministicAndOrderedByPublishTime(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a, b := sampleStream(300, now, 7), sampleStream(300, now, 7)
-	if len(a) != len(b) || len(a) != 300+15+40 {
-		t.Fatalf("lengths %d, %d; want %d", len(a), len(b), 300+15+40)
+	if len(a) != len(b) || len(a) != 300+15+60+40 {
+		t.Fatalf("lengths %d, %d; want %d", len(a), len(b), 300+15+60+40)
 	}
 	for i := range a {
 		if string(a[i].data) != string(b[i].data) || !a[i].publishAt.Equal(b[i].publishAt) {
@@ -44,7 +44,7 @@ func TestSampleStreamIsDeterministicAndOrderedByPublishTime(t *testing.T) {
 			t.Fatalf("message %d published before message %d", i, i-1)
 		}
 	}
-	if got := tally(a); got["reading"] != 300 || got["duplicate"] != 15 || got["invalid_payload"] != 15 || got["missing_field"] != 15 || got["bad_event_time"] != 10 {
+	if got := tally(a); got["reading"] != 300 || got["duplicate"] != 15 || got["invalid_payload"] != 15 || got["missing_field"] != 15 || got["bad_event_time"] != 10 || got["filtered"] != 60 {
 		t.Fatalf("tally %v", got)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // Pub/Sub Schema API when it reads the topic's schemas. The file was
 // checked at load (mappingProblems), so an error here is one of a schema
 // file changed since.
-func (a *App) mapper(ctx context.Context, pc config.Pipeline, limits sinks.Limits) (*mapping.Mapper, error) {
+func (a *App) mapper(ctx context.Context, pc config.Pipeline, limits sinks.Limits, maxBytes int64) (*mapping.Mapper, error) {
 	var schemas mapping.Schemas
 	if pc.Payload.TopicSchema() {
 		s, err := a.schemaService(ctx)
@@ -31,7 +31,11 @@ func (a *App) mapper(ctx context.Context, pc config.Pipeline, limits sinks.Limit
 	if errors.As(err, &ps) {
 		return nil, &ConfigError{fmt.Errorf("pipeline %s: %w", pc.Name, err)}
 	}
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	m.BoundDecoding(maxBytes) // the flow control's bound, as derived
+	return m, nil
 }
 
 // schemaService is the Schema API client, opened once for every pipeline

@@ -100,7 +100,8 @@ func TestStatusPage(t *testing.T) {
 	for _, want := range []string{
 		`id="pipeline-orders"`, `id="pipeline-clicks"`, `<meta http-equiv="refresh" content="5">`,
 		`<td>committed</td><td class="n">20</td>`, "no tracking subscription", "invalid_payload",
-		"<h3>Dedupe</h3>", "<h3>Members</h3>", "<td>leader</td>",
+		"<h3>Dedupe</h3>", "<h3>Members</h3>", "<td>leader</td>", "<h3>Payload</h3>", "<td>format</td><td>json</td>",
+		`<td>filtered</td><td class="n">0</td>`, `<td>rows written</td><td class="n">20</td>`,
 		"no dead_letter output is configured", // clicks' poison, among its last warnings and errors
 	} {
 		if !strings.Contains(page, want) {

@@ -302,3 +302,32 @@ func TestTopicSchemaRevisionsAreFetchedOnceAndGoneOnesDeadLettered(t *testing.T)
 		t.Fatalf("after the fetch recovered: %v", err)
 	}
 }
+
+// TestDecodingWaitsForItsShareOfTheBudget: decoded trees are held within
+// BoundDecoding's budget: a message waits while the budget is taken (its
+// error is then ctx's, transient), and decodes once it is free.
+func TestDecodingWaitsForItsShareOfTheBudget(t *testing.T) {
+	m, err := New(conformanceConfig(config.Payload{Format: config.FormatJSON}), nil, sinks.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.BoundDecoding(64 << 20)
+	if m.budget != 1<<20 {
+		t.Fatalf("budget %d, want 1 MiB (64 MiB / 64)", m.budget)
+	}
+	if err := m.decoding.Acquire(context.Background(), m.budget); err != nil {
+		t.Fatal(err)
+	}
+	msg := &source.Message{ID: "m1", Data: []byte(reading{kind: "reading"}.json()), PublishTime: readingTime}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var r Result
+	var bad *BadInput
+	if err := m.Map(ctx, msg, &r); !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &bad) {
+		t.Fatalf("with the budget taken: %v, want ctx's deadline", err)
+	}
+	m.decoding.Release(m.budget)
+	if err := m.Map(context.Background(), msg, &r); err != nil || len(r.Rows) != 3 {
+		t.Fatalf("with the budget free: %v, %d rows", err, len(r.Rows))
+	}
+}

@@ -215,6 +215,15 @@ func (d *jsonDecoder) object() (any, bool) {
 		d.pos++
 		break
 	}
+	d.depth--
+	return d.makeObject(base), true
+}
+
+// makeObject makes the map of the members from base on, and pops them. It
+// is not inlined: its frame is not below every level of the recursion.
+//
+//go:noinline
+func (d *jsonDecoder) makeObject(base int) map[string]any {
 	ms := d.members[base:]
 	m := make(map[string]any, len(ms))
 	for _, e := range ms {
@@ -222,8 +231,7 @@ func (d *jsonDecoder) object() (any, bool) {
 	}
 	clear(ms)
 	d.members = d.members[:base]
-	d.depth--
-	return m, true
+	return m
 }
 
 func (d *jsonDecoder) array() (any, bool) {
@@ -257,13 +265,20 @@ func (d *jsonDecoder) array() (any, bool) {
 		d.pos++
 		break
 	}
+	d.depth--
+	return d.makeArray(base), true
+}
+
+// makeArray makes the slice of the elements from base on, and pops them.
+//
+//go:noinline
+func (d *jsonDecoder) makeArray(base int) []any {
 	es := d.elems[base:]
 	l := make([]any, len(es))
 	copy(l, es)
 	clear(es)
 	d.elems = d.elems[:base]
-	d.depth--
-	return l, true
+	return l
 }
 
 func (d *jsonDecoder) literal(word string) bool {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
@@ -82,6 +83,29 @@ type Mapper struct {
 	limits     sinks.Limits
 	usesDecode bool // some template or expression reads a field of a schema'd payload
 	exprs      bool // some expression is compiled: an activation is needed
+	// decoding bounds the payload bytes whose decoded trees are held at
+	// once (see BoundDecoding); nil until set.
+	decoding *semaphore.Weighted
+	budget   int64
+}
+
+// treeAmplification is how many bytes of decoded tree one payload byte may
+// make at most, measured on hostile payloads (a protobuf payload of empty
+// messages: about 70 bytes a byte; Avro and JSON less): the budget of
+// BoundDecoding divides the raw budget by it.
+const treeAmplification = 64
+
+// BoundDecoding bounds the memory of decoded payloads (Avro, Protocol
+// Buffers, and JSON read by expressions: trees of Go values, up to about
+// 64 times their payload) to about maxOutstandingBytes, the flow control's
+// bound of the raw payloads: messages decode while the payload bytes
+// decoded at once stay under maxOutstandingBytes/64 (a larger message
+// decodes alone), and wait otherwise. New sets it from
+// source.max_outstanding_bytes, or 256 MiB when that is 0; the app sets it
+// from the value it derived. Call it before Map is first called.
+func (m *Mapper) BoundDecoding(maxOutstandingBytes int64) {
+	m.budget = max(maxOutstandingBytes/treeAmplification, 1<<20)
+	m.decoding = semaphore.NewWeighted(m.budget)
 }
 
 // codec decodes the payloads of one schema (avro.go, proto.go).
@@ -176,6 +200,11 @@ func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, er
 	if len(ps) > 0 {
 		return nil, ps
 	}
+	raw := int64(cfg.Source.MaxOutstandingBytes)
+	if raw <= 0 {
+		raw = 256 << 20 // the default flow control when no memory limit is known
+	}
+	m.BoundDecoding(raw)
 	return m, nil
 }
 
@@ -382,6 +411,15 @@ func (m *Mapper) computedTime(in *template.Input) (time.Time, error) {
 // mapDecoded is Map for a pipeline that decodes its payloads or evaluates
 // expressions.
 func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result, in *template.Input) error {
+	if m.usesDecode {
+		// The tree lives until the rows are made (their values are
+		// copies): hold its share of the budget until then.
+		n := min(int64(len(msg.Data))+1, m.budget)
+		if err := m.decoding.Acquire(ctx, n); err != nil {
+			return err
+		}
+		defer m.decoding.Release(n)
+	}
 	var decode func() (any, error)
 	var decoded any
 	switch {
