@@ -767,8 +767,8 @@ func (e *expr) time(act *activation) (time.Time, error) {
 // timestamp is time for a template's lone expression, reading the
 // activation in in.Vars: ok is false (and err nil) when the value is not a
 // timestamp, for the caller to render it instead.
-func (e *expr) timestamp(in *template.Input) (t time.Time, ok bool, err error) {
-	act, _ := in.Vars.(*activation)
+func (e *expr) timestamp(vars any) (t time.Time, ok bool, err error) {
+	act, _ := vars.(*activation)
 	v, err := e.eval(act)
 	if err != nil {
 		return time.Time{}, false, err
@@ -784,10 +784,10 @@ func (e *expr) timestamp(in *template.Input) (t time.Time, ok bool, err error) {
 // in in.Vars (an *activation) and appends the value as value.go renders it.
 // A null or an absent optional is template.ErrMissingField. On error dst is
 // returned unchanged.
-func (e *expr) AppendTo(dst []byte, in *template.Input) ([]byte, error) {
-	act, _ := in.Vars.(*activation)
+func (e *expr) AppendTo(dst []byte, vars any) ([]byte, error) {
+	act, _ := vars.(*activation)
 	if act == nil {
-		return dst, fmt.Errorf("%w: no message to evaluate against (Input.Vars is %T)", template.ErrExpression, in.Vars)
+		return dst, fmt.Errorf("%w: no message to evaluate against (Input.Vars is %T)", template.ErrExpression, vars)
 	}
 	v, err := e.eval(act)
 	if err != nil {

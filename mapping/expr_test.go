@@ -58,7 +58,7 @@ func testActivation(attrs map[string]string, v any) *activation {
 func render(t *testing.T, e *expr, act *activation) (string, error) {
 	t.Helper()
 	dst := []byte("prefix:")
-	out, err := e.AppendTo(dst, &template.Input{Vars: act})
+	out, err := e.AppendTo(dst, act)
 	if err != nil {
 		if string(out) != "prefix:" {
 			t.Errorf("%s: on error AppendTo returned %q, want dst unchanged", e.src, out)
@@ -333,10 +333,10 @@ func TestExprTimes(t *testing.T) {
 	}
 	// timestamp, for a template's lone expression: ok false for a string.
 	in := &template.Input{Vars: act}
-	if ts, ok, err := mustCompile(t, env, `publish_time`, nil).timestamp(in); !ok || err != nil || !ts.Equal(testPublish) {
+	if ts, ok, err := mustCompile(t, env, `publish_time`, nil).timestamp(in.Vars); !ok || err != nil || !ts.Equal(testPublish) {
 		t.Errorf("timestamp(publish_time) = %v, %v, %v", ts, ok, err)
 	}
-	if _, ok, err := mustCompile(t, env, `data.ts`, nil).timestamp(in); ok || err != nil {
+	if _, ok, err := mustCompile(t, env, `data.ts`, nil).timestamp(in.Vars); ok || err != nil {
 		t.Errorf("timestamp(data.ts) = %v, %v", ok, err)
 	}
 	// A bad timestamp string is an expression error, without the string.
@@ -737,7 +737,7 @@ func TestExprConcurrent(t *testing.T) {
 				act.reset("m", testPublish, map[string]string{"type": fmt.Sprint("t", i%3)}, func() (any, error) {
 					return map[string]any{"s": s, "xs": []any{float64(1), float64(2)}}, nil
 				})
-				out, err := e.AppendTo(nil, &template.Input{Vars: &act})
+				out, err := e.AppendTo(nil, &act)
 				if want := fmt.Sprint("t", i%3, ":", hexSHA256(s)[:4], ":2"); err != nil || string(out) != want {
 					done <- fmt.Errorf("%q, %v; want %q", out, err, want)
 					return

@@ -386,7 +386,7 @@ func (m *Mapper) eventAndKey(msg *source.Message, r *Result, in *template.Input)
 // source.timestamp_format.
 func (m *Mapper) computedTime(in *template.Input) (time.Time, error) {
 	if m.timeExpr != nil {
-		if t, ok, err := m.timeExpr.timestamp(in); ok || err != nil {
+		if t, ok, err := m.timeExpr.timestamp(in.Vars); ok || err != nil {
 			if err != nil {
 				return time.Time{}, templateError("source.timestamp_template", err)
 			}

@@ -8,11 +8,11 @@ import (
 
 type upper struct{ src string }
 
-func (u upper) AppendTo(dst []byte, in *Input) ([]byte, error) {
+func (u upper) AppendTo(dst []byte, vars any) ([]byte, error) {
 	if u.src == "fail" {
 		return dst, ErrExpression
 	}
-	return append(dst, strings.ToUpper(in.MessageID)+":"+u.src...), nil
+	return append(dst, strings.ToUpper(vars.(string))+":"+u.src...), nil
 }
 
 func TestExpressionsEndAtTheirMatchingBrace(t *testing.T) {
@@ -29,7 +29,7 @@ func TestExpressionsEndAtTheirMatchingBrace(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.tmpl, err)
 		}
-		got, err := tm.Render(&Input{MessageID: "id"})
+		got, err := tm.Render(&Input{MessageID: "id", Vars: "id"})
 		if err != nil || got != c.want {
 			t.Errorf("%q rendered %q, %v; want %q", c.tmpl, got, err, c.want)
 		}

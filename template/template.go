@@ -41,11 +41,13 @@ type Value interface {
 }
 
 // Expr is a compiled expression of a {= EXPR} placeholder: AppendTo appends
-// its value, rendered, to dst, reading what it needs from in (Vars is for
-// it), and returns dst unchanged with an error wrapping ErrExpression (or
-// another sentinel of this package) when it fails.
+// its value, rendered, to dst, reading what it needs from vars (the
+// Input's Vars), and returns dst unchanged with an error wrapping
+// ErrExpression (or another sentinel of this package) when it fails. It
+// gets Vars, not the Input, so that an Input on its caller's stack stays
+// there.
 type Expr interface {
-	AppendTo(dst []byte, in *Input) ([]byte, error)
+	AppendTo(dst []byte, vars any) ([]byte, error)
 }
 
 // Options are what CompileWith needs beyond the text.
@@ -498,7 +500,7 @@ func (p *part) appendTo(dst []byte, in *Input) ([]byte, error) {
 		if p.expr == nil {
 			return dst, fmt.Errorf("%s: %w: not compiled", p.placeholder, ErrExpression)
 		}
-		out, err := p.expr.AppendTo(dst, in)
+		out, err := p.expr.AppendTo(dst, in.Vars)
 		if err != nil {
 			return dst, fmt.Errorf("%s: %w", p.placeholder, err)
 		}
