@@ -47,8 +47,10 @@ package mapping
 // JSON encoding. decode(data, true) reads Avro's JSON encoding, as the
 // specification defines it:
 //   - a record is an object with a member per field, in any order; a member
-//     that names no field is an error; a missing member takes the field's
-//     default, and without a default is an error;
+//     that names no field is skipped (as Pub/Sub's validation skips it, so
+//     that a message it accepted under a revision decodes under it); a
+//     missing member takes the field's default, and without a default is an
+//     error;
 //   - a map is an object; an array is an array; an enum is its symbol as a
 //     string;
 //   - int and long are JSON numbers with an integral value (5, 5.0 and 5e0
@@ -1541,7 +1543,23 @@ func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
 				}
 				i, ok := n.index[string(name)]
 				if !ok {
-					return nil, d.errAt("record %s has no field %q", n.name, avroQuote(name))
+					// A member the revision does not name is skipped, as
+					// Pub/Sub's validation skips it: a message it accepted
+					// under this revision decodes under it.
+					if err := d.expect(':'); err != nil {
+						return nil, err
+					}
+					if err := d.skipValue(depth + 1); err != nil {
+						return nil, err
+					}
+					if c := d.next(); c == ',' {
+						d.pos++
+						continue
+					} else if c == '}' {
+						d.pos++
+						break
+					}
+					return nil, d.unexpected("expected , or } in an object")
 				}
 				key, elem = n.fields[i].name, n.fields[i].node
 				switch {
@@ -1596,6 +1614,59 @@ func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
 		}
 	}
 	return m, nil
+}
+
+// skipValue reads one JSON value of any shape and drops it: an object
+// member that the record does not name. It nests at most maxDepth levels.
+func (d *avroJSONDecoder) skipValue(depth int) error {
+	if depth > maxDepth {
+		return errTooDeep
+	}
+	switch c := d.next(); {
+	case c == '"':
+		_, _, _, err := d.stringToken()
+		return err
+	case c == '{' || c == '[':
+		d.pos++
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		if d.next() == end {
+			d.pos++
+			return nil
+		}
+		for {
+			if c == '{' {
+				if _, _, _, err := d.stringToken(); err != nil {
+					return err
+				}
+				if err := d.expect(':'); err != nil {
+					return err
+				}
+			}
+			if err := d.skipValue(depth + 1); err != nil {
+				return err
+			}
+			switch d.next() {
+			case ',':
+				d.pos++
+			case end:
+				d.pos++
+				return nil
+			default:
+				return d.unexpected("expected , or the end of a list or object")
+			}
+		}
+	case c == 't':
+		return d.literal("true")
+	case c == 'f':
+		return d.literal("false")
+	case c == 'n':
+		return d.literal("null")
+	}
+	_, _, err := d.number()
+	return err
 }
 
 // avroQuote is a field name as an error quotes it: at most 64 bytes (it is
