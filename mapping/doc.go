@@ -1,4 +1,74 @@
-// Package mapping turns one message into the rows it makes: it reads the
-// payload by its format and schema, evaluates the filter and the computed
-// values, and renders every mapping's rows. (Being written: issue 19.)
+// Package mapping turns one message into what the pipeline writes: its
+// event time, its dedupe key, whether the filter keeps it, and its rows.
+//
+// It owns the payload's format (JSON, Avro, Protocol Buffers, string, raw)
+// and schema (a schema file, or per message the revision of the topic's
+// Pub/Sub schema that its googclient_schema* attributes name, fetched once
+// and cached), the CEL expressions (filter, when, each, {= EXPR} computed
+// values), the templates of every mapping, and the bounds on what a message
+// may make (rows, sizes, decoded memory). It does not own fetching a schema
+// (source.Schemas), writing rows (sinks), dedupe or the watermark, nor what
+// happens to a message it refuses (pipeline, deadletter).
+//
+// The entry points are New, once per pipeline (it compiles everything and
+// reports every problem as config.Problems with its key), and Mapper.Map,
+// per message:
+//
+//	m, err := mapping.New(cfg, schemas, btsink.Limits)
+//	...
+//	var r mapping.Result
+//	err = m.Map(ctx, msg, &r) // r.Filtered, r.EventTime, r.Key, r.Rows
+//
+// # How a message is mapped
+//
+//  1. A JSON pipeline whose expressions read no payload takes the plain path:
+//     templates read the JSON text itself (package template), no tree is
+//     built, and Map allocates nothing of its own.
+//  2. Otherwise the payload is decoded into a tree of plain Go values, the
+//     same for every format (value.go): Avro (avro.go) and Protocol
+//     Buffers (proto.go) before anything reads it, JSON, string and raw
+//     only when an expression reads data (jsontree.go).
+//  3. The filter runs first, before the event time and the dedupe key are
+//     read, so that a heartbeat without them is filtered, not refused.
+//  4. Event time and dedupe key: attributes, or templates over the payload.
+//  5. Each mapping in order: when, then one row, or one per element of each
+//     (the element is {item…} and item), each row checked against the
+//     sink's limits, at most sink.max_rows rows in all.
+//
+// # Guarantees
+//
+//   - The same message maps to the same rows, bytes and cell timestamps:
+//     expressions are side-effect free and read no clock, so a redelivery
+//     rewrites what the first delivery wrote.
+//   - A message is refused whole or mapped whole: Map never returns some of
+//     a message's rows.
+//   - Decoding is bounded whatever the payload: nesting at most 128 levels,
+//     a number of decoded values bounded by the payload's size (a hostile
+//     block count or a flood of empty messages is refused before it is
+//     allocated), and the payload bytes whose trees are held at once at most
+//     max_outstanding_bytes/64 (BoundDecoding): decoded trees take at most
+//     about the memory the flow control allows the raw payloads.
+//   - Expressions are bounded by a cost limit (expr.go says how it is
+//     counted), so that no payload can hold a handler.
+//   - A Mapper is safe for concurrent use; a topic schema's revision is
+//     fetched once however many messages need it at once.
+//
+// # Errors
+//
+// Map returns nil, a *BadInput with its dead-letter reason (invalid_payload,
+// missing_field, bad_event_time, too_large, schema_unavailable,
+// expression_failed, too_many_rows), or a transient error: a topic schema
+// that could not be fetched yet, or ctx's error while the message waits for
+// its share of the decoding budget. The pipeline retries transient errors
+// and never dead-letters them. Error texts name the key, the placeholder,
+// the path or the decoder's complaint, never a payload value.
+//
+// # Costs
+//
+// Measured with go test -bench Map (map_bench_test.go) on the shared 2-core
+// machine, ~200-byte JSON payload: the plain path's default mapping about
+// 0.1 µs and 0 allocations, four {data.…} placeholders about 1.5 µs; a
+// filter on one attribute adds about 0.1 µs and no allocation; a filter on
+// a payload field decodes the JSON for CEL (jsontree.go). Avro and Protocol
+// Buffers decoding: see avro.go and proto.go.
 package mapping

@@ -1,6 +1,7 @@
-// Package pipeline wires one pipeline: a source's deliveries are decoded
-// (event time, dedupe key, row), checked against the watermark, claimed in
-// the dedupe window, written to the sink, and finished. It owns the order of
+// Package pipeline wires one pipeline: a source's deliveries are mapped
+// (filter, event time, dedupe key, rows: package mapping), claimed in the
+// dedupe window, checked against the watermark, written to the sink, and
+// finished. It owns the order of
 // effects and the one place where an outcome becomes an ack or a nack.
 //
 // It does not own I/O: the source, sink, dedupe catalog, tracker and
@@ -33,23 +34,33 @@
 //
 // Every failure ends in a dead-letter reason or a retry, and both are
 // decided here, in process, where the cause is known (the parts classify:
-// a sink proves a rejection, the decoder names bad input; they never
+// a sink proves a rejection, the mapping names bad input; they never
 // retry a message):
 //
 //	where          what                                          outcome
-//	decode         timestamp attribute missing, unparsable or    bad_event_time
-//	               before 1970
-//	decode         id_attribute missing or empty                 missing_field
-//	decode         template: attribute or JSON field missing,    missing_field
-//	               JSON null, row key renders empty
-//	decode         template: {data.…} of a payload not JSON      invalid_payload
-//	               or nested deeper than 128 levels (or not an
-//	               object/array where one is indexed)
-//	decode         template: time placeholder out of range       bad_event_time
-//	decode         row key, a cell or the row over sinks.Limits  too_large (before any write)
+//	map            filter false (before anything else is read)       filtered: acked, finished, no dedupe state
+//	map            event time: attribute or template missing,    bad_event_time
+//	               unparsable or before 1970
+//	map            id_attribute missing or empty, id_template    missing_field
+//	               empty
+//	map            template: attribute or field missing, null,   missing_field
+//	               index out of range, row key renders empty
+//	map            payload does not decode by its format and     invalid_payload
+//	               schema, nests deeper than 128 levels, holds
+//	               more values than its size allows
+//	map            topic schema or revision deleted, NotFound,   schema_unavailable
+//	               does not compile, or no schema attributes
+//	map            topic schema fetch fails otherwise            retry (the mapping again, with backoff)
+//	map            an expression fails (missing key, type        expression_failed
+//	               error, cost limit)
+//	map            more rows than sink.max_rows                  too_many_rows (nothing written)
+//	map            template: time placeholder out of range       bad_event_time
+//	map            row key, a cell or a row over sinks.Limits    too_large (before any write)
+//	map            no rows (when false, empty lists)             committed, nothing written
 //	late check     event time < watermark - allowed_lateness     late (late_data: dead_letter);
 //	                                                             written (accept); acked, counted (drop)
 //	dedupe claim   catalog unreadable                            retry
+//	sink           any row of the message refused, as below      sink_rejected, the cause naming the row
 //	sink, before   key over 4 KiB, cell over 100 MiB, row over   sink_rejected (too_large first when
 //	any I/O        256 MiB, qualifier over 16 KiB, >100k cells,  the app passes the sink's Limits)
 //	               empty key, timestamp before 1970
@@ -87,6 +98,7 @@
 //
 // # Errors
 //
-// New fails when a template or the timestamp format does not compile. Run
+// New fails when the mapping does not compile (a template, an expression,
+// a schema file, the timestamp format), when Deps.Mapper is not given. Run
 // fails when the source or a background part fails permanently.
 package pipeline
