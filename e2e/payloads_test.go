@@ -773,6 +773,7 @@ func TestAnArrayOfFiftyAndItsRivalUnderKillNine(t *testing.T) {
 
 	// The claim of each key seen at a kill: binding.
 	claimedAtKill := map[string]string{}
+	midStream := 0 // kills that came with main rows still to write
 	start := time.Now()
 	for round, at := range []int{keys / 5, keys / 4} {
 		c := e.start(path, cfg)
@@ -811,9 +812,17 @@ func TestAnArrayOfFiftyAndItsRivalUnderKillNine(t *testing.T) {
 		}
 		t.Logf("kill %d: SIGKILL with %d main rows and %d element rows written (of %d and %d); %d keys claimed and not recorded, %d of them with their main row written",
 			round+1, len(got), itemRows, keys, keys*fiftyItems, claimed, between)
-		if len(got) >= keys {
-			t.Fatalf("kill %d came after the drain", round+1)
+		if len(got) < keys {
+			midStream++
+		} else {
+			// A loaded machine can drain before the poll sees the kill's
+			// threshold: the kill still lands on records and duplicates in
+			// flight, and the checks below still hold.
+			t.Logf("kill %d came after the main rows were written", round+1)
 		}
+	}
+	if midStream == 0 {
+		t.Fatal("no kill came while main rows were still to write")
 	}
 	c := e.start(path, cfg)
 	c.waitReady(30 * time.Second)
