@@ -312,9 +312,7 @@ func (d *jsonDecoder) number() (float64, bool) {
 		d.pos = i
 		return 0, d.failAt("a digit")
 	}
-	plain := true // an integer
 	if i < len(data) && data[i] == '.' {
-		plain = false
 		i++
 		if i >= len(data) || data[i] < '0' || data[i] > '9' {
 			d.pos = i
@@ -325,7 +323,6 @@ func (d *jsonDecoder) number() (float64, bool) {
 		}
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		plain = false
 		i++
 		if i < len(data) && (data[i] == '+' || data[i] == '-') {
 			i++
@@ -339,13 +336,7 @@ func (d *jsonDecoder) number() (float64, bool) {
 		}
 	}
 	d.pos = i
-	if plain && i-digits <= 15 {
-		// An integer below 10^15 is exact in a float64: ParseFloat's value.
-		var n uint64
-		for _, c := range data[digits:i] {
-			n = n*10 + uint64(c-'0')
-		}
-		f := float64(n)
+	if f, ok := exactDecimal(data[digits:i]); ok {
 		if digits > start {
 			f = -f // -0 too
 		}
@@ -358,6 +349,69 @@ func (d *jsonDecoder) number() (float64, bool) {
 	}
 	return f, true
 }
+
+// exactDecimal is the value of a number that number validated, without
+// its sign, when it is quick to get exactly: at most 15 significant
+// digits, times a power of ten of at most 22. The digits and the power are
+// then exact doubles, and one multiplication or division rounds the
+// result correctly, as strconv.ParseFloat does (Clinger's fast path).
+func exactDecimal(b []byte) (float64, bool) {
+	var (
+		m          uint64
+		nd, frac   int // significant digits, digits after the point
+		afterPoint bool
+		i          int
+	)
+	for ; i < len(b) && b[i] != 'e' && b[i] != 'E'; i++ {
+		c := b[i]
+		if c == '.' {
+			afterPoint = true
+			continue
+		}
+		if afterPoint {
+			frac++
+		}
+		if m == 0 && c == '0' {
+			continue // a leading zero
+		}
+		if nd++; nd > 15 {
+			return 0, false
+		}
+		m = m*10 + uint64(c-'0')
+	}
+	exp := 0
+	if i < len(b) {
+		i++ // e
+		neg := b[i] == '-'
+		if b[i] == '-' || b[i] == '+' {
+			i++
+		}
+		for ; i < len(b); i++ {
+			if exp = exp*10 + int(b[i]-'0'); exp > 1000 {
+				return 0, false
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	exp -= frac
+	switch {
+	case m == 0:
+		return 0, true
+	case exp == 0:
+		return float64(m), true
+	case exp > 0 && exp <= 22:
+		return float64(m) * exactPow10[exp], true
+	case exp < 0 && exp >= -22:
+		return float64(m) / exactPow10[-exp], true
+	}
+	return 0, false
+}
+
+// exactPow10 are the powers of ten that are exact doubles.
+var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 // str decodes a string starting at its opening quote, and leaves d.pos
 // after the closing one.
