@@ -3,9 +3,7 @@ package mapping
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/pubsink/pubsink/template"
@@ -450,7 +448,7 @@ func (d *jsonDecoder) str() (string, bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if hex4JSON(data[i+2:]) < 0 {
+				if !isHex4(data[i+2:]) {
 					d.pos = i
 					return "", d.fail("invalid \\u escape")
 				}
@@ -484,63 +482,23 @@ func (d *jsonDecoder) slice(start, end int) string {
 }
 
 // unquoteJSON decodes the inside of a string that str validated, as
-// encoding/json does: escapes are resolved, a surrogate pair joins, a lone
-// surrogate and an invalid UTF-8 byte become U+FFFD.
+// encoding/json does (template's decoding, which FuzzRender holds to
+// encoding/json's).
 func unquoteJSON(s []byte) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] < utf8.RuneSelf && s[i] != '\\' {
-			i++
-		}
-		b.Write(s[:i])
-		s = s[i:]
-		if len(s) == 0 {
-			break
-		}
-		if c := s[0]; c != '\\' {
-			r, n := utf8.DecodeRune(s) // RuneError, 1 for an invalid byte
-			if r == utf8.RuneError && n == 1 {
-				b.WriteRune(utf8.RuneError)
-			} else {
-				b.Write(s[:n])
-			}
-			s = s[n:]
-			continue
-		}
-		switch s[1] {
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		case 'u':
-			r := hex4JSON(s[2:])
-			if utf16.IsSurrogate(r) {
-				if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-					if p := utf16.DecodeRune(r, hex4JSON(s[8:])); p != utf8.RuneError {
-						b.WriteRune(p)
-						s = s[12:]
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			b.WriteRune(r)
-			s = s[6:]
-			continue
-		default: // " \ /
-			b.WriteByte(s[1])
-		}
-		s = s[2:]
+	return string(template.AppendJSONUnquoted(make([]byte, 0, len(s)), s))
+}
+
+// isHex4 reports whether b starts with four hex digits.
+func isHex4(b []byte) bool {
+	if len(b) < 4 {
+		return false
 	}
-	return b.String()
+	for _, c := range b[:4] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonPlain marks the bytes a string holds as themselves: printable ASCII
@@ -551,25 +509,3 @@ var jsonPlain = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// hex4JSON is the value of the four hex digits at the start of b, or -1.
-func hex4JSON(b []byte) rune {
-	if len(b) < 4 {
-		return -1
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
-}

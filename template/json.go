@@ -436,6 +436,13 @@ func nextRune(s []byte) (rune, int) {
 	}
 }
 
+// AppendJSONUnquoted appends the decoded inside of a JSON string (between
+// its quotes) that a JSON reader has validated: escapes resolved, a
+// surrogate pair joined, a lone surrogate and an invalid UTF-8 byte U+FFFD,
+// as encoding/json decodes it. For package mapping's JSON decoder, so that
+// the two readers of JSON text decode strings the same way.
+func AppendJSONUnquoted(dst []byte, s []byte) []byte { return appendUnquoted(dst, s) }
+
 // appendUnquoted appends the decoded inside of a string str accepted.
 func appendUnquoted(dst []byte, s []byte) []byte {
 	for len(s) > 0 {
