@@ -37,6 +37,17 @@ type Result struct {
 	// columns, so that the common case costs no allocation of their own.
 	row   [1]sinks.Row
 	cells [2]sinks.Cell
+	// in is the templates' input on Map's plain path (see Map).
+	in template.Input
+}
+
+// reset makes r a zero Result, field by field: a composite literal would
+// be built in Map's frame first (see Map).
+func (r *Result) reset() {
+	r.EventTime, r.Key, r.Filtered, r.Rows = time.Time{}, "", false, nil
+	r.row[0] = sinks.Row{}
+	r.cells[0], r.cells[1] = sinks.Cell{}, sinks.Cell{}
+	r.in = template.Input{}
 }
 
 // BadInput is a message that can never be written as it is: Map's error
@@ -82,6 +93,7 @@ type Mapper struct {
 	maxRows    int
 	limits     sinks.Limits
 	usesDecode bool // some template or expression reads a field of a schema'd payload
+	single     bool // one mapping, without when or each: one row per message
 	exprs      bool // some expression is compiled: an activation is needed
 	// decoding bounds the payload bytes whose decoded trees are held at
 	// once (see BoundDecoding); nil until set.
@@ -200,6 +212,7 @@ func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, er
 	if len(ps) > 0 {
 		return nil, ps
 	}
+	m.single = len(m.mappings) == 1 && m.mappings[0].each == nil && m.mappings[0].when == nil
 	raw := int64(cfg.Source.MaxOutstandingBytes)
 	if raw <= 0 {
 		raw = 256 << 20 // the default flow control when no memory limit is known
@@ -319,44 +332,56 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 // yet; ctx's error). r.Filtered is set when the filter said no; then
 // nothing else is. It is safe for concurrent use; r is the caller's.
 func (m *Mapper) Map(ctx context.Context, msg *source.Message, r *Result) error {
-	*r = Result{}
-	in := template.Input{
-		MessageID:   msg.ID,
-		PublishTime: msg.PublishTime,
-		Attributes:  msg.Attributes,
-		Data:        msg.Data,
-	}
+	r.reset()
 	if m.exprs || m.usesDecode {
-		// The schema'd and expression paths apart, so that a JSON pipeline
-		// without expressions keeps the small frames of the plain path.
-		return m.mapDecoded(ctx, msg, r, &in)
+		return m.mapDecoded(ctx, msg, r)
 	}
-	return m.mapPlain(msg, r, &in)
-}
-
-// mapPlain is Map for a pipeline that reads no decoded payload and
-// evaluates no expression: the templates read JSON text directly.
-func (m *Mapper) mapPlain(msg *source.Message, r *Result, in *template.Input) error {
+	// The plain path: a pipeline that reads no decoded payload and
+	// evaluates no expression; the templates read JSON text directly. It is
+	// kept to small frames for the goroutine it runs on: the Pub/Sub client
+	// runs each message's callback in a new goroutine, whose stack starts
+	// small and is copied to a larger one when a call goes past it
+	// (pipeline's BenchmarkCallback counts it). So the template input is in
+	// r (which the caller keeps off the stack), not in this frame.
+	in := &r.in
+	in.MessageID, in.PublishTime, in.Attributes, in.Data = msg.ID, msg.PublishTime, msg.Attributes, msg.Data
+	if m.timeTmpl == nil {
+		// The event time's parse is the deepest call of this path: it is
+		// made from here, not from a frame below (eventAndKey).
+		t, err := m.eventTime.Of(msg.Attributes, msg.PublishTime)
+		if err != nil {
+			return badEventTime(err)
+		}
+		r.EventTime = t
+	}
 	if err := m.eventAndKey(msg, r, in); err != nil {
 		return err
+	}
+	if m.single {
+		// The common case: one row, into r's own array.
+		r.Rows = r.row[:1]
+		return m.mappings[0].render(m, r, 0, in)
 	}
 	return m.rows(r, in, nil)
 }
 
-// eventAndKey sets the event time and the dedupe key of r, and the event
-// time of in.
+// eventAndKey sets the event time (unless Map's plain path set it) and the
+// dedupe key of r, and the event time of in.
 func (m *Mapper) eventAndKey(msg *source.Message, r *Result, in *template.Input) error {
-	var err error
 	if m.timeTmpl != nil {
-		r.EventTime, err = m.computedTime(in)
-	} else {
-		r.EventTime, err = m.eventTime.Of(msg.Attributes, msg.PublishTime)
+		t, err := m.computedTime(in)
 		if err != nil {
-			err = &BadInput{deadletter.BadEventTime, err}
+			return err
 		}
-	}
-	if err != nil {
-		return err
+		r.EventTime = t
+	} else if !r.EventTime.IsZero() {
+		// Map's plain path read it already.
+	} else {
+		t, err := m.eventTime.Of(msg.Attributes, msg.PublishTime)
+		if err != nil {
+			return badEventTime(err)
+		}
+		r.EventTime = t
 	}
 	in.EventTime = r.EventTime
 	switch {
@@ -380,6 +405,12 @@ func (m *Mapper) eventAndKey(msg *source.Message, r *Result, in *template.Input)
 	}
 	return nil
 }
+
+// badEventTime is the failure of the event time's attribute; apart, so
+// that its allocation is not in its callers' frames.
+//
+//go:noinline
+func badEventTime(err error) error { return &BadInput{deadletter.BadEventTime, err} }
 
 // computedTime is the event time from source.timestamp_template: a lone
 // expression's timestamp as it is, else the rendering read as
@@ -410,7 +441,13 @@ func (m *Mapper) computedTime(in *template.Input) (time.Time, error) {
 
 // mapDecoded is Map for a pipeline that decodes its payloads or evaluates
 // expressions.
-func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result, in *template.Input) error {
+func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result) error {
+	in := &template.Input{
+		MessageID:   msg.ID,
+		PublishTime: msg.PublishTime,
+		Attributes:  msg.Attributes,
+		Data:        msg.Data,
+	}
 	if m.usesDecode {
 		// The tree lives until the rows are made (their values are
 		// copies): hold its share of the budget until then.
@@ -466,10 +503,10 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result,
 // rows renders every mapping's rows into r. act is the expressions'
 // activation, nil when the pipeline has none.
 func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
-	if len(m.mappings) == 1 && m.mappings[0].each == nil && m.mappings[0].when == nil {
+	if m.single {
 		// The common case: one row, into r's own array.
 		r.Rows = r.row[:1]
-		return m.mappings[0].render(m, &r.Rows[0], r.cells[:0], in, r.EventTime)
+		return m.mappings[0].render(m, r, 0, in)
 	}
 	for _, rm := range m.mappings {
 		if rm.when != nil {
@@ -517,12 +554,14 @@ func (m *Mapper) addRow(r *Result, rm *rowMapping, in *template.Input) error {
 		return m.tooManyRows(len(r.Rows))
 	}
 	r.Rows = append(r.Rows, sinks.Row{})
-	return rm.render(m, &r.Rows[len(r.Rows)-1], nil, in, r.EventTime)
+	return rm.render(m, r, len(r.Rows)-1, in)
 }
 
-// render renders one row of rm into row. cells, if it has room, backs the
-// row's cells.
-func (rm *rowMapping) render(m *Mapper, row *sinks.Row, cells []sinks.Cell, in *template.Input, eventTime time.Time) error {
+// render renders one row of rm into r.Rows[i]. The first row's cells are
+// r's own array when they fit. Its arguments are few, for a small frame
+// (see mapPlain).
+func (rm *rowMapping) render(m *Mapper, r *Result, i int, in *template.Input) error {
+	row := &r.Rows[i]
 	key, err := rm.rowKey.Render(in)
 	if err != nil {
 		return templateError("row_key", err)
@@ -534,12 +573,21 @@ func (rm *rowMapping) render(m *Mapper, row *sinks.Row, cells []sinks.Cell, in *
 		return tooLarge("row key is %d bytes, the sink accepts at most %d", len(key), m.limits.MaxKeyBytes)
 	}
 	row.Key, row.Table, row.Family = key, rm.table, rm.family
-	if cap(cells) >= len(rm.columns) {
-		row.Cells = cells[:len(rm.columns)]
+	return rm.renderCells(m, r, i, in)
+}
+
+// renderCells renders the cells and the timestamp of r.Rows[i], whose key
+// is set: apart from render, as the pipeline's decode was apart from its
+// cells, so that the row key's frame and the cells' are not on the stack at
+// once (see mapPlain).
+func (rm *rowMapping) renderCells(m *Mapper, r *Result, i int, in *template.Input) error {
+	row := &r.Rows[i]
+	if i == 0 && len(rm.columns) <= len(r.cells) {
+		row.Cells = r.cells[:len(rm.columns)]
 	} else {
 		row.Cells = make([]sinks.Cell, len(rm.columns))
 	}
-	size := len(key)
+	size := len(row.Key)
 	// buf holds the rendered values of the columns that are not the
 	// payload, one after the other: one allocation for all of them (more
 	// only if it has to grow; earlier values keep the array they were
@@ -552,13 +600,14 @@ func (rm *rowMapping) render(m *Mapper, row *sinks.Row, cells []sinks.Cell, in *
 			v = in.Data
 		} else {
 			start := len(buf)
+			var err error
 			if buf, err = c.tmpl.AppendTo(buf, in); err != nil {
-				return templateError("columns."+c.name, err)
+				return cellError(c.name, err)
 			}
 			v = buf[start:len(buf):len(buf)]
 		}
 		if m.limits.MaxCellBytes > 0 && len(v) > m.limits.MaxCellBytes {
-			return tooLarge("column "+c.name+" is %d bytes, the sink accepts at most %d", len(v), m.limits.MaxCellBytes)
+			return cellTooLarge(c.name, len(v), m.limits.MaxCellBytes)
 		}
 		size += len(c.name) + len(v)
 		row.Cells[i] = sinks.Cell{Column: c.name, Value: v}
@@ -568,22 +617,41 @@ func (rm *rowMapping) render(m *Mapper, row *sinks.Row, cells []sinks.Cell, in *
 	}
 	switch {
 	case rm.timeTmpl != nil:
-		var tb [64]byte
-		b, err := rm.timeTmpl.AppendTo(tb[:0], in)
-		if err != nil {
-			return templateError("timestamp", err)
-		}
-		t, err := m.eventTime.Parse(string(b))
-		if err != nil {
-			return &BadInput{deadletter.BadEventTime, fmt.Errorf("timestamp: %w", err)}
-		}
-		row.Timestamp = t
+		return rm.computedTimestamp(m, row, in)
 	case rm.cellTime == config.CellTimePublish:
 		row.Timestamp = in.PublishTime
 	default:
-		row.Timestamp = eventTime
+		row.Timestamp = r.EventTime
 	}
 	return nil
+}
+
+// computedTimestamp sets row's timestamp from rm's timestamp template: its
+// rendering read as source.timestamp_format. Apart from render, so that its
+// buffer is not in render's frame (see mapPlain).
+func (rm *rowMapping) computedTimestamp(m *Mapper, row *sinks.Row, in *template.Input) error {
+	var tb [64]byte
+	b, err := rm.timeTmpl.AppendTo(tb[:0], in)
+	if err != nil {
+		return templateError("timestamp", err)
+	}
+	t, err := m.eventTime.Parse(string(b))
+	if err != nil {
+		return &BadInput{deadletter.BadEventTime, fmt.Errorf("timestamp: %w", err)}
+	}
+	row.Timestamp = t
+	return nil
+}
+
+// cellError and cellTooLarge are the failures of a column, made apart so
+// that their formatting is not in renderCells' frame.
+//
+//go:noinline
+func cellError(column string, err error) error { return templateError("columns."+column, err) }
+
+//go:noinline
+func cellTooLarge(column string, n, limit int) error {
+	return &BadInput{deadletter.TooLarge, fmt.Errorf("column %s is %d bytes, the sink accepts at most %d", column, n, limit)}
 }
 
 var errEmptyRowKey = &BadInput{deadletter.MissingField, errors.New("row_key rendered empty")}

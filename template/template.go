@@ -492,24 +492,41 @@ func (p *part) appendTo(dst []byte, in *Input) ([]byte, error) {
 		}
 		return p.appendField(dst, in.Data)
 	case kindItem:
-		if in.Item == nil {
-			return dst, fmt.Errorf("%s: %w: no list element here (item is only set in a mapping with each)", p.placeholder, ErrMissingField)
-		}
-		return p.appendDecoded(dst, in.Item)
+		return p.appendItem(dst, in.Item)
 	case kindExpr:
-		if p.expr == nil {
-			return dst, fmt.Errorf("%s: %w: not compiled", p.placeholder, ErrExpression)
-		}
-		out, err := p.expr.AppendTo(dst, in.Vars)
-		if err != nil {
-			return dst, fmt.Errorf("%s: %w", p.placeholder, err)
-		}
-		return out, nil
+		return p.appendExpr(dst, in.Vars)
 	}
 	panic("template: unknown part kind") // unreachable: Compile sets every kind
 }
 
+// appendItem and appendExpr are appendTo's cases for {item…} and {= EXPR},
+// in functions of their own (never inlined) so that their error formatting
+// is not in appendTo's frame: appendTo is on the path of every message, on
+// a callback goroutine whose stack starts small.
+//
+//go:noinline
+func (p *part) appendItem(dst []byte, item Value) ([]byte, error) {
+	if item == nil {
+		return dst, fmt.Errorf("%s: %w: no list element here (item is only set in a mapping with each)", p.placeholder, ErrMissingField)
+	}
+	return p.appendDecoded(dst, item)
+}
+
+//go:noinline
+func (p *part) appendExpr(dst []byte, vars any) ([]byte, error) {
+	if p.expr == nil {
+		return dst, fmt.Errorf("%s: %w: not compiled", p.placeholder, ErrExpression)
+	}
+	out, err := p.expr.AppendTo(dst, vars)
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", p.placeholder, err)
+	}
+	return out, nil
+}
+
 // appendDecoded appends the value at p's path in v.
+//
+//go:noinline
 func (p *part) appendDecoded(dst []byte, v Value) ([]byte, error) {
 	out, err := v.AppendPath(dst, p.path)
 	if err != nil {
