@@ -25,23 +25,44 @@ func payload(i int, id string, size int) []byte {
 	return append(b, `"}`...)
 }
 
-// message is message i of a run, as every connector reads it: the payload,
-// the id attribute (the row key) and the event-time attribute ts.
-func message(i, size int) *pubsub.Message {
+// message is message i of a run of a connector of shape sh, as every
+// connector reads it: the payload (today's JSON, or the bench's record in
+// sh's format), the id attribute (the dedupe key and, but with each, the
+// row key) and the event-time attribute ts.
+func (b *bench) message(i int, sh shape) (*pubsub.Message, error) {
 	id := messageID(i)
-	return &pubsub.Message{
-		Data:       payload(i, id, size),
-		Attributes: map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
+	var data []byte
+	if sh.fields {
+		var err error
+		if data, err = b.codecs.encode(newOrder(i, id, b.o.size, sh.elements), sh.format); err != nil {
+			return nil, fmt.Errorf("encoding message %d as %s: %w", i, sh.format, err)
+		}
+	} else {
+		data = payload(i, id, b.o.size)
 	}
+	return &pubsub.Message{
+		Data:       data,
+		Attributes: map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
+	}, nil
+}
+
+// mustMessage is message i of shape sh, which newBench checked that it can
+// encode.
+func (b *bench) mustMessage(i int, sh shape) *pubsub.Message {
+	m, err := b.message(i, sh)
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 // keysOnly reads rows as cheaply as the emulator allows: one cell, no value.
 var keysOnly = bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimitFilter(1), bigtable.StripValueFilter()))
 
-// preload publishes n messages to topic and returns, for every every-th
-// message, the time its publish call returned: a bound on its publish time
-// within a few milliseconds.
-func (b *bench) preload(ctx context.Context, topic string, n, every int) (map[string]time.Time, error) {
+// preload publishes n messages of shape sh to topic and returns, for every
+// every-th message, the time its publish call returned (a bound on its
+// publish time within a few milliseconds), by the key of its sampled row.
+func (b *bench) preload(ctx context.Context, topic string, sh shape, n, every int) (map[string]time.Time, error) {
 	pub := b.pubsub.Publisher(topic)
 	pub.PublishSettings.CountThreshold = 1000
 	pub.PublishSettings.ByteThreshold = 2 << 20
@@ -67,10 +88,16 @@ func (b *bench) preload(ctx context.Context, topic string, n, every int) (map[st
 	var wg sync.WaitGroup
 	published := make(map[string]time.Time, n/every+1)
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		m := message(i, b.o.payload)
+		m, err := b.message(i, sh)
+		if err != nil {
+			close(results)
+			<-errc
+			wg.Wait()
+			return nil, err
+		}
 		r := pub.Publish(ctx, m)
 		if i%every == 0 {
-			id := m.Attributes["id"]
+			id := sh.rowKey(m.Attributes["id"])
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

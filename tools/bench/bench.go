@@ -53,7 +53,10 @@ const (
 )
 
 // shared reports whether connector k runs as -replicas processes.
-func (k kind) shared() bool { return k == exactlyOnceShared || k == exactlyOnceSharedTracking }
+func (k kind) shared() bool {
+	b := k.base()
+	return b == exactlyOnceShared || b == exactlyOnceSharedTracking
+}
 
 // procs is how many processes run connector k at once.
 func (b *bench) procs(k kind) int {
@@ -95,6 +98,7 @@ type bench struct {
 	data   *bigtable.Client
 	admin  *bigtable.AdminClient
 	seq    int // runs so far, for fresh names
+	codecs *codecs
 }
 
 // newBench builds pubsink and starts the emulators. Call close.
@@ -112,6 +116,14 @@ func newBench(ctx context.Context, o options) (_ *bench, err error) {
 		b.tempDir = true
 	} else if err = os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, err
+	}
+	if b.codecs, err = newCodecs(ctx, b.dir); err != nil {
+		return nil, err
+	}
+	for _, k := range o.connectors {
+		if _, err := b.message(0, o.shapes[k]); err != nil {
+			return nil, err
+		}
 	}
 	if b.self, err = os.Executable(); err != nil {
 		return nil, err
@@ -181,8 +193,11 @@ type names struct {
 func (b *bench) names(k kind, round int) names {
 	b.seq++
 	s := fmt.Sprintf("%s-r%d-%d", strings.ReplaceAll(string(k), "_", "-"), round, b.seq)
+	if len("state-"+s) > 50 { // a Bigtable table ID's limit
+		s = strings.NewReplacer("exactly-once", "eo", "at-least-once", "alo", "tracking", "tr", "protobuf", "pb").Replace(s)
+	}
 	n := names{suffix: s, topic: "t-" + s, sub: "s-" + s, table: "rows-" + s, state: "state-" + s}
-	if k == exactlyOnce || k == exactlyOnceSharedTracking || k == exactlyOnceBaseline {
+	if base := k.base(); base == exactlyOnce || base == exactlyOnceSharedTracking || base == exactlyOnceBaseline {
 		n.tracking = "tr-" + s
 	}
 	return n
@@ -192,7 +207,7 @@ func (b *bench) names(k kind, round int) names {
 // connector it only serves setup.
 func (b *bench) configYAML(k kind, n names, httpAddr string) string {
 	mode := "exactly_once"
-	if k == naive || k == atLeastOnce {
+	if base := k.base(); base == naive || base == atLeastOnce {
 		mode = "at_least_once"
 	}
 	var extra strings.Builder
@@ -204,7 +219,9 @@ func (b *bench) configYAML(k kind, n names, httpAddr string) string {
 	}
 	// Every other setting is pubsink's default: max_outstanding_messages
 	// 1000, batch 500 rows / 4 MiB / 20 ms, row key {attributes.id}, one
-	// column data: {data}, cell timestamp = event time.
+	// column data: {data} (but with the four-field mapping of -fields),
+	// cell timestamp = event time.
+	payload, mapping := b.o.shapes[k].pipelineYAML(b.codecs)
 	return fmt.Sprintf(`project: %s
 log: {level: info, format: json}
 http: {addr: %q}
@@ -217,9 +234,9 @@ pipelines:
       subscription: %s
       id_attribute: id
       timestamp_attribute: ts
-%s    sink:
+%s%s    sink:
       table: %s
-`, project, httpAddr, instance, n.state, pipelineName, mode, n.topic, n.sub, extra.String(), n.table)
+%s`, project, httpAddr, instance, n.state, pipelineName, mode, n.topic, n.sub, extra.String(), payload, n.table, mapping)
 }
 
 // setUp writes the configuration of each process of a run, one per

@@ -6,6 +6,8 @@
 //	go run ./tools/bench -profile prof/       # also CPU and alloc profiles of each connector
 //	go run ./tools/bench -memory              # 1,000,000-message backlog, defaults: peak RSS
 //	go run ./tools/bench -latency             # no backlog, 1,000 msg/s for 20 s: probe latency
+//	go run ./tools/bench -connectors exactly_once_json,exactly_once_avro,exactly_once_protobuf -reference exactly_once_json
+//	go run ./tools/bench -connectors exactly_once_json,exactly_once_json_each50 -reference exactly_once_json
 //
 // It starts the Pub/Sub emulator and cbtemulator (internal/testenv/emulator), builds
 // the pubsink binary, and for each round drains a fresh backlog of N
@@ -40,6 +42,43 @@
 //	               tracking subscription), the others report each message
 //	               they finish to it through the state table before the ack.
 //
+// # Payload formats and rows per message
+//
+// By default every message carries today's ~200-byte JSON payload (-size)
+// and pubsink writes it as one column {data}, as the naive connector does.
+// -fields publishes instead the bench's record (testdata/order.avsc and
+// order.proto: id, seq, customer, amount, currency, quantity, a note that
+// pads its JSON encoding to -size bytes, and a list of items {n, sensor,
+// v}), and has pubsink read four of its fields: row key {data.id}, columns
+// customer {data.customer}, amount {data.amount}, currency
+// {data.currency}. -payload json|avro|protobuf encodes that record as JSON,
+// Avro binary (hamba/avro) or Protobuf binary (dynamicpb, from order.proto
+// compiled with protocompile); pubsink reads Avro and Protobuf with
+// payload: {format, schema: the file in the run directory, message}.
+// -elements N gives the record N items (about 35 bytes each as JSON) and
+// has pubsink map each: data.items, one row per item: key
+// {data.id}#{item.n}, columns sensor {item.sensor} and v {item.v} (four
+// placeholders too). -payload (any value, json included) and -elements
+// imply -fields; every format renders the same cells.
+//
+// A connector's name may carry its own: a suffix _json, _avro or _protobuf
+// sets its format, then _eachN its items (exactly_once_avro,
+// exactly_once_json_each50, at_least_once_protobuf_each10), and implies
+// -fields for it alone. So formats and row counts are compared in the same
+// rounds; each run publishes its own backlog anyway. The naive connector
+// publishes the same messages but always writes one row of the raw payload;
+// exactly_once_baseline (an earlier binary) takes JSON only, one row per
+// message (exactly_once_baseline_json: with the four fields).
+//
+// With more than one row per message the tables add rows/s and CPU s/M
+// rows (CPU per million rows written); for a one-row connector they equal
+// msg/s and CPU s/M msg, so the ratio of an each connector's CPU per row to
+// a one-row connector's CPU per message is read in the same column.
+// -reference K1,K2 prints tables of ratios to those connectors besides the
+// one to naive. After each run the sink table must hold rows/message × N
+// rows; the sampled rows and the latency probes read each message's last
+// row.
+//
 // Each connector is a child process (exactly_once_shared: -replicas of
 // them, started together), so its CPU time and peak RSS are its own. All
 // get the same streams, the same flow-control budget (1000
@@ -47,9 +86,10 @@
 // for all streams, as a plain subscriber does, where pubsink splits it
 // between its streams), the same batching (500 rows, 4 MiB, 20 ms, four
 // ApplyBulk calls in flight), the same row (key = the id attribute, one
-// column with the payload, cell timestamp = the event time) and the same
-// metrics registry (internal/metrics, scraped the same way), so the ratios
-// are the cost of what pubsink adds.
+// column with the payload, cell timestamp = the event time; unless -fields,
+// -payload, -elements or a connector suffix, below, change pubsink's) and
+// the same metrics registry (internal/metrics, scraped the same way), so the
+// ratios are the cost of what pubsink adds.
 //
 // # What is measured
 //
@@ -87,7 +127,9 @@
 // state) and deletes them afterwards; after each run the sink table must
 // hold exactly N rows (with exactly_once_shared too: no key written twice
 // across processes), or the run is reported as failed. All of a run's
-// processes are stopped with SIGTERM at once.
+// processes are stopped with SIGTERM at once; one still running a minute
+// later gets SIGQUIT (the Go runtime writes every goroutine's stack to its
+// log), is killed 10 s after, and fails the run.
 //
 // The machine is shared and noisy: compare only figures of one invocation.
 // The summary gives medians with min–max, and the ratios of the medians

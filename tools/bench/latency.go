@@ -37,8 +37,9 @@ func (b *bench) latencyRun(ctx context.Context, k kind, round int, prof *profile
 		}
 		pub := b.pubsub.Publisher("projects/" + project + "/topics/" + e.n.topic)
 		defer pub.Stop()
-		s := startSteady(ctx, pub, b.o.rate, b.o.payload, b.o.duration)
-		lat, err := b.probes(ctx, e, s)
+		sh := b.o.shapes[k]
+		s := startSteady(ctx, pub, b.o.rate, func(i int) *pubsub.Message { return b.mustMessage(i, sh) }, b.o.duration)
+		lat, err := b.probes(ctx, e, s, sh)
 		published, took, pubErr := s.stop()
 		res.p50, res.p99 = quantiles(lat)
 		res.samples = len(lat)
@@ -59,7 +60,7 @@ func (b *bench) latencyRun(ctx context.Context, k kind, round int, prof *profile
 // returns the latencies, confirmed → readable, of the probes confirmed
 // after the warm-up, which ends b.o.warmup after the first probe's row was
 // read.
-func (b *bench) probes(ctx context.Context, e *runEnv, s *steady) ([]time.Duration, error) {
+func (b *bench) probes(ctx context.Context, e *runEnv, s *steady, sh shape) ([]time.Duration, error) {
 	table := b.data.Open(e.n.table)
 	var lat []time.Duration
 	var warm time.Time // the end of the warm-up; zero until a probe's row was read
@@ -73,7 +74,7 @@ func (b *bench) probes(ctx context.Context, e *runEnv, s *steady) ([]time.Durati
 		}
 		confirmed := time.Now()
 		readable, err := poll(ctx, e, confirmed, func(ctx context.Context) (bool, error) {
-			row, err := table.ReadRow(ctx, id, keysOnly)
+			row, err := table.ReadRow(ctx, sh.rowKey(id), keysOnly)
 			return len(row) > 0, err
 		})
 		if err != nil {
@@ -130,7 +131,7 @@ func poll(ctx context.Context, e *runEnv, since time.Time, there func(context.Co
 type steady struct {
 	ctx   context.Context // the run's
 	pub   *pubsub.Publisher
-	size  int
+	msg   func(i int) *pubsub.Message // message i
 	begin time.Time
 	end   time.Time
 
@@ -142,7 +143,7 @@ type steady struct {
 	err     error // the first publish error, once wg is done
 }
 
-func startSteady(ctx context.Context, pub *pubsub.Publisher, rate float64, size int, d time.Duration) *steady {
+func startSteady(ctx context.Context, pub *pubsub.Publisher, rate float64, msg func(int) *pubsub.Message, d time.Duration) *steady {
 	// Bundles of what one pace publishes, sent within a millisecond: the
 	// client's default 10 ms delay would bunch the traffic up.
 	pub.PublishSettings.CountThreshold = 1000
@@ -151,7 +152,7 @@ func startSteady(ctx context.Context, pub *pubsub.Publisher, rate float64, size 
 		MaxOutstandingMessages: 10_000,
 		LimitExceededBehavior:  pubsub.FlowControlBlock,
 	}
-	s := &steady{ctx: ctx, pub: pub, size: size, begin: time.Now(), results: make(chan *pubsub.PublishResult, 10_000), paced: make(chan struct{})}
+	s := &steady{ctx: ctx, pub: pub, msg: msg, begin: time.Now(), results: make(chan *pubsub.PublishResult, 10_000), paced: make(chan struct{})}
 	s.end = s.begin.Add(d)
 	s.wg.Go(func() {
 		for r := range s.results {
@@ -186,7 +187,7 @@ func startSteady(ctx context.Context, pub *pubsub.Publisher, rate float64, size 
 
 // publish publishes the next message and returns its result and id.
 func (s *steady) publish() (*pubsub.PublishResult, string) {
-	m := message(int(s.next.Add(1)-1), s.size)
+	m := s.msg(int(s.next.Add(1) - 1))
 	return s.pub.Publish(s.ctx, m), m.Attributes["id"]
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +32,12 @@ type options struct {
 	streams    int // 0: the pipeline default (memory mode without -streams)
 	connectors []kind
 	replicas   int // processes of exactly_once_shared
-	payload    int
+	size       int
+	format     string // -payload
+	fields     bool
+	elements   int
+	shapes     map[kind]shape // of each connector
+	references []kind         // more tables of ratios, to these connectors
 	memory     bool
 	latency    bool          // the latency probe instead of a drain
 	rate       float64       // -latency: msg/s published, probes included
@@ -46,14 +53,18 @@ type options struct {
 
 func parseOptions(args []string) (options, error) {
 	var o options
-	var connectors string
+	var connectors, references string
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&o.n, "n", 200_000, "messages per run (with -memory: 1,000,000)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every connector once, in a rotating order")
 	fs.IntVar(&o.streams, "streams", 10, "StreamingPull streams of every connector (with -memory: the pipeline default)")
-	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking, exactly_once_shared and exactly_once_shared_tracking (with -memory: exactly_once_no_tracking, the default pipeline)")
+	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking and exactly_once_baseline (with -memory: exactly_once_no_tracking, the default pipeline); a name may end in _json, _avro or _protobuf (its payload format instead of -payload's) and then _eachN (N items per message instead of -elements'), which imply -fields for it: exactly_once_avro, exactly_once_json_each50")
 	fs.IntVar(&o.replicas, "replicas", 2, "processes that run exactly_once_shared at once")
-	fs.IntVar(&o.payload, "payload", 200, "payload size in bytes, about")
+	fs.IntVar(&o.size, "size", 200, "payload size in bytes, about (of the JSON encoding, without -elements' items)")
+	fs.StringVar(&o.format, "payload", formatJSON, "payload format of the messages: json, avro or protobuf (Avro and Protobuf binary, of testdata/order.avsc and order.proto); given at all, it implies -fields")
+	fs.BoolVar(&o.fields, "fields", false, "publish the bench's record (testdata/order.*) and have pubsink read four of its fields ({data.id} key, three {data.…} columns) instead of one column {data}")
+	fs.IntVar(&o.elements, "elements", 0, "items per message (implies -fields): pubsink maps each: data.items to one row per item")
+	fs.StringVar(&references, "reference", "", "also print ratios to these connectors (comma-separated), besides ratios to naive")
 	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
 	fs.BoolVar(&o.latency, "latency", false, "latency probe: no backlog, a steady -rate for -duration, probes one at a time; report publish-confirmed → row-readable latency")
 	fs.Float64Var(&o.rate, "rate", 1000, "with -latency: messages per second published, probes included")
@@ -92,22 +103,46 @@ func parseOptions(args []string) (options, error) {
 			o.rounds = 1
 		}
 	}
+	if !slices.Contains(formats, o.format) {
+		if _, err := strconv.Atoi(o.format); err == nil {
+			return o, fmt.Errorf("-payload is the payload format now (json, avro, protobuf); the size is -size")
+		}
+		return o, fmt.Errorf("-payload: unknown format %q (json, avro, protobuf)", o.format)
+	}
+	if o.elements < 0 || o.elements > maxElements {
+		return o, fmt.Errorf("-elements: 0 to %d", maxElements)
+	}
+	if set["payload"] || o.elements > 0 {
+		o.fields = true
+	}
+	o.shapes = map[kind]shape{}
 	for _, c := range strings.Split(connectors, ",") {
-		k := kind(strings.TrimSpace(c))
-		switch k {
-		case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking:
-			o.connectors = append(o.connectors, k)
-		case exactlyOnceBaseline:
-			if o.baseline == "" {
-				return o, fmt.Errorf("-connectors: %s needs -baseline PATH", k)
+		k, sh, err := parseConnector(strings.TrimSpace(c), o)
+		if err != nil {
+			return o, err
+		}
+		if k.base() == exactlyOnceBaseline && o.baseline == "" {
+			return o, fmt.Errorf("-connectors: %s needs -baseline PATH", k)
+		}
+		if _, dup := o.shapes[k]; dup {
+			return o, fmt.Errorf("-connectors: %s twice", k)
+		}
+		o.connectors = append(o.connectors, k)
+		o.shapes[k] = sh
+	}
+	if references != "" {
+		for _, r := range strings.Split(references, ",") {
+			k := kind(strings.TrimSpace(r))
+			if !slices.Contains(o.connectors, k) {
+				return o, fmt.Errorf("-reference: %s is not one of -connectors", k)
 			}
-			o.connectors = append(o.connectors, k)
-		default:
-			return o, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline)", c)
+			if k != naive {
+				o.references = append(o.references, k)
+			}
 		}
 	}
-	if o.n < 1 || o.rounds < 0 || o.streams < 0 || o.payload < 64 || o.samples < 1 || o.replicas < 2 {
-		return o, fmt.Errorf("-n, -samples must be positive, -rounds and -streams not negative, -payload at least 64, -replicas at least 2")
+	if o.n < 1 || o.rounds < 0 || o.streams < 0 || o.size < 64 || o.samples < 1 || o.replicas < 2 {
+		return o, fmt.Errorf("-n, -samples must be positive, -rounds and -streams not negative, -size at least 64, -replicas at least 2")
 	}
 	switch {
 	case o.timeout != 0:

@@ -20,11 +20,12 @@ func (b *bench) rounds(ctx context.Context) error {
 	if b.o.latency {
 		run = b.latencyRun
 		fmt.Fprintf(out, "pubsink latency bench: %.0f msg/s for %v per run, probes one at a time (row read every %v, warm-up %v), %d rounds, %s streams, %d-byte payloads; %s\n",
-			b.o.rate, b.o.duration, pollEvery, b.o.warmup, b.o.rounds, streamsText(b.o.streams), b.o.payload, load())
+			b.o.rate, b.o.duration, pollEvery, b.o.warmup, b.o.rounds, streamsText(b.o.streams), b.o.size, load())
 	} else {
 		fmt.Fprintf(out, "pubsink bench: %d messages per run, %d rounds, %s streams, %d-byte payloads; %s\n",
-			b.o.n, b.o.rounds, streamsText(b.o.streams), b.o.payload, load())
+			b.o.n, b.o.rounds, streamsText(b.o.streams), b.o.size, load())
 	}
+	printShapes(out, b.o)
 	var all []result
 	for r := 0; r < b.o.rounds; r++ {
 		for i := range b.o.connectors {
@@ -75,6 +76,7 @@ func (b *bench) memory(ctx context.Context) error {
 	out := os.Stdout
 	fmt.Fprintf(out, "pubsink memory test: a backlog of %d messages, %s streams, every other setting at its default; %s\n",
 		b.o.n, streamsText(b.o.streams), load())
+	printShapes(out, b.o)
 	failed := 0
 	for _, k := range b.o.connectors {
 		res := b.run(ctx, k, 1, nil)
@@ -104,6 +106,39 @@ func streamsText(n int) string {
 	return fmt.Sprint(n)
 }
 
+// printShapes prints what each connector's messages carry and how pubsink
+// maps them, unless every connector runs today's payload and row.
+func printShapes(w io.Writer, o options) {
+	plain := true
+	for _, k := range o.connectors {
+		plain = plain && !o.shapes[k].fields
+	}
+	if plain {
+		return
+	}
+	fmt.Fprintln(w, "payloads and rows (the naive connector writes one row of the raw payload whatever it is):")
+	for _, k := range o.connectors {
+		sh := o.shapes[k]
+		if k.base() == naive && sh.fields {
+			sh.each = false
+			fmt.Fprintf(w, "  %-28s %s record with %d items, one row of the raw payload\n", k, sh.format, sh.elements)
+			continue
+		}
+		fmt.Fprintf(w, "  %-28s %s\n", k, sh)
+	}
+}
+
+// manyRows reports whether a connector writes more than one row per
+// message: then the tables have rows/s and CPU per million rows too.
+func manyRows(o options) bool {
+	for _, k := range o.connectors {
+		if o.shapes[k].rowsPerMessage() > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // printRun prints one run as it finishes.
 func printRun(w io.Writer, o options, r result) {
 	status := "ok"
@@ -119,6 +154,9 @@ func printRun(w io.Writer, o options, r result) {
 			r.round, r.kind, r.rate, r.msgs, r.cpuPerMillion(), mb(r.rss), millis(r.p50), millis(r.p99), r.samples, r.dups, shared, status)
 		return
 	}
+	if r.perMsg > 1 {
+		shared += fmt.Sprintf("  %d rows/msg: %.0f rows/s, %.2f CPU s/M rows", r.perMsg, r.rate*float64(r.perMsg), r.cpuPerMillionRows())
+	}
 	fmt.Fprintf(w, "round %d %-13s %8.0f msg/s  %6.2f CPU s/M  %5.0f MB  p50 %5.2fs p99 %5.2fs (%d samples)  drain %5.1fs  dups %.0f%s  %s\n",
 		r.round, r.kind, r.rate, r.cpuPerMillion(), mb(r.rss), r.p50.Seconds(), r.p99.Seconds(), r.samples, r.drain.Seconds(), r.dups, shared, status)
 }
@@ -133,7 +171,7 @@ type metric struct {
 	name  string
 	get   func(result) float64
 	prec  int
-	ratio bool // a column of the ratios to naive too
+	ratio bool // a column of the ratios too
 }
 
 // metricsOf are the columns of the table: with -latency, the offered rate
@@ -150,13 +188,23 @@ func metricsOf(o options) []metric {
 			{"probes", func(r result) float64 { return float64(r.samples) }, 0, false},
 		}
 	}
-	return []metric{
+	ms := []metric{
 		{"msg/s", func(r result) float64 { return r.rate }, 0, true},
 		cpu, rss,
 		{"p50 s", func(r result) float64 { return r.p50.Seconds() }, 2, false},
 		{"p99 s", func(r result) float64 { return r.p99.Seconds() }, 2, false},
 		{"drain s", func(r result) float64 { return r.drain.Seconds() }, 1, false},
 	}
+	if manyRows(o) {
+		// For a connector writing one row per message these are msg/s
+		// and CPU s/M msg again: the ratio of an each connector's CPU
+		// per row to a one-row connector's is its CPU per row over the
+		// other's CPU per message.
+		ms = slices.Insert(ms, 3,
+			metric{"rows/s", func(r result) float64 { return r.rate * float64(max(1, r.perMsg)) }, 0, true},
+			metric{"CPU s/M rows", func(r result) float64 { return r.cpuPerMillionRows() }, 2, true})
+	}
+	return ms
 }
 
 // printTable prints every run, then per connector the median and min–max
@@ -219,32 +267,39 @@ func printTable(w io.Writer, o options, all []result) {
 	}
 	tw.Flush()
 
-	if len(byKind[naive]) == 0 {
+	for _, ref := range append([]kind{naive}, o.references...) {
+		printRatios(w, o, ms, byKind, ref)
+	}
+}
+
+// printRatios prints the ratios of every connector's metrics to ref's.
+func printRatios(w io.Writer, o options, ms []metric, byKind map[kind][]result, ref kind) {
+	if len(byKind[ref]) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nratios to naive: ratio of the medians [min–max of the per-round ratios]:\n")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "\nratios to %s: ratio of the medians [min–max of the per-round ratios]:\n", ref)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var rs []metric
 	for _, m := range ms {
 		if m.ratio {
 			rs = append(rs, m)
 		}
 	}
-	header = "ratio\t"
+	header := "ratio\t"
 	for _, m := range rs {
 		header += m.name + "\t"
 	}
 	fmt.Fprintln(tw, header)
 	for _, k := range o.connectors {
-		if k == naive || len(byKind[k]) == 0 {
+		if k == ref || len(byKind[k]) == 0 {
 			continue
 		}
-		line := fmt.Sprintf("%s / naive\t", k)
+		line := fmt.Sprintf("%s / %s\t", k, ref)
 		for _, m := range rs {
-			ratio := median(values(byKind[k], m.get)) / median(values(byKind[naive], m.get))
+			ratio := median(values(byKind[k], m.get)) / median(values(byKind[ref], m.get))
 			var per []float64
 			for _, r := range byKind[k] {
-				for _, a := range byKind[naive] {
+				for _, a := range byKind[ref] {
 					if a.round == r.round && m.get(a) != 0 {
 						per = append(per, m.get(r)/m.get(a))
 					}

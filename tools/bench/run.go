@@ -40,6 +40,7 @@ type result struct {
 	p99     time.Duration
 	samples int     // latencies measured
 	rows    int     // rows in the sink table afterwards
+	perMsg  int     // rows per message the connector writes
 	dups    float64 // duplicates the connector reported
 	// conditional is the conditional claims the connector reported (all
 	// its processes): about N in shared mode.
@@ -50,6 +51,11 @@ type result struct {
 
 // cpuPerMillion is CPU seconds per million messages.
 func (r result) cpuPerMillion() float64 { return r.cpu.Seconds() / float64(max(1, r.msgs)) * 1e6 }
+
+// cpuPerMillionRows is CPU seconds per million rows written.
+func (r result) cpuPerMillionRows() float64 {
+	return r.cpu.Seconds() / float64(max(1, r.msgs*max(1, r.perMsg))) * 1e6
+}
 
 type rssPoint struct {
 	at        time.Duration
@@ -70,7 +76,7 @@ type profile struct{ dir string }
 func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) result {
 	return b.runWith(ctx, k, round, prof, func(ctx context.Context, e *runEnv, res *result) (int, error) {
 		every := max(1, b.o.n/b.o.samples)
-		published, err := b.preload(ctx, "projects/"+project+"/topics/"+e.n.topic, b.o.n, every)
+		published, err := b.preload(ctx, "projects/"+project+"/topics/"+e.n.topic, b.o.shapes[k], b.o.n, every)
 		if err != nil {
 			return b.o.n, err
 		}
@@ -132,7 +138,7 @@ func (e *runEnv) exited() *child {
 // row per message published, and deletes the resources.
 func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 	body func(ctx context.Context, e *runEnv, res *result) (published int, err error)) (res result) {
-	res = result{kind: k, round: round}
+	res = result{kind: k, round: round, perMsg: b.o.shapes[k].rowsPerMessage()}
 	n := b.names(k, round)
 	addrs, err := freeAddrs(b.procs(k))
 	if err != nil {
@@ -188,8 +194,8 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 	}
 	if res.rows, err = b.countRows(ctx, n.table); err != nil {
 		res.err = fmt.Errorf("counting rows: %w", err)
-	} else if res.rows != res.msgs {
-		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, res.msgs)
+	} else if res.rows != res.msgs*res.perMsg {
+		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, res.msgs*res.perMsg)
 	}
 	return res
 }
@@ -203,13 +209,13 @@ func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag s
 			"-allocprofile", filepath.Join(prof.dir, string(k)+tag+".allocs.pprof")}
 	}
 	switch {
-	case k == naive:
+	case k.base() == naive:
 		args = append([]string{"naive",
 			"-project", project, "-subscription", "projects/" + project + "/subscriptions/" + n.sub,
 			"-instance", instance, "-table", n.table, "-http", addr,
 			"-streams", strconv.Itoa(b.o.streams)}, args...)
 		return exec.Command(b.self, args...)
-	case k == exactlyOnceBaseline:
+	case k.base() == exactlyOnceBaseline:
 		return exec.Command(b.o.baseline, "run", "--config", path)
 	case prof != nil:
 		return exec.Command(b.self, append([]string{"inproc", "-config", path}, args...)...)
@@ -297,8 +303,10 @@ func startChild(cmd *exec.Cmd, log string) (*child, error) {
 	return c, nil
 }
 
-// stop sends SIGTERM and waits for the child to exit; after a minute it
-// kills the child's process group. It returns the exit error.
+// stop sends SIGTERM and waits for the child to exit. After a minute it
+// sends SIGQUIT, so that the Go runtime writes every goroutine's stack to
+// the child's log and exits, and 10 s later kills the child's process
+// group. It returns the exit error.
 func (c *child) stop() error {
 	select {
 	case <-c.done:
@@ -310,10 +318,15 @@ func (c *child) stop() error {
 	case <-c.done:
 		return c.err
 	case <-time.After(time.Minute):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
-		return errors.New("killed after a minute")
 	}
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	<-c.done
+	return errors.New("not stopped a minute after SIGTERM: SIGQUIT (the goroutines' stacks are in its log), then killed")
 }
 
 // stopAll stops the children at once and returns their exit errors, each
