@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +49,12 @@ func (s *fakeSink) Write(_ context.Context, rows []sinks.Row) error {
 		s.rows = map[string]sinks.Row{}
 	}
 	for _, row := range rows {
+		// A copy: a sink must not retain the rows it is given (the
+		// pipeline reuses their memory for the next message).
+		row.Cells = slices.Clone(row.Cells)
+		for i := range row.Cells {
+			row.Cells[i].Value = slices.Clone(row.Cells[i].Value)
+		}
 		s.rows[row.Key] = row
 	}
 	return nil
