@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,6 +12,7 @@ import (
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/dedupe"
+	"github.com/pubsink/pubsink/internal/pool"
 	"github.com/pubsink/pubsink/internal/retry"
 	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/sinks"
@@ -86,7 +86,7 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 	p.deps.Metrics.Received.Inc()
 	p.deps.Metrics.InFlight.Inc()
 	slot := p.inFlight.add(m.PublishTime)
-	r := records.Get().(*record)
+	r := records.Get()
 	out := p.process(ctx, m, r)
 	p.inFlight.remove(slot)
 	p.deps.Metrics.InFlight.Dec()
@@ -100,7 +100,7 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 // (parts take pointers into it through their interfaces), and a fresh one
 // per message cost an allocation and first touches of its memory on the
 // path of every message.
-var records = sync.Pool{New: func() any { return new(record) }}
+var records pool.Pool[record]
 
 // process runs the stages in order: map (event time, dedupe key, filter,
 // rows), dedupe, late check, write, commit. Each stage either passes the message on or ends it in an outcome.
