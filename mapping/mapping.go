@@ -347,7 +347,8 @@ func (m *Mapper) Map(ctx context.Context, msg *source.Message, r *Result) error 
 	in.MessageID, in.PublishTime, in.Attributes, in.Data = msg.ID, msg.PublishTime, msg.Attributes, msg.Data
 	if m.timeTmpl == nil {
 		// The event time's parse is the deepest call of this path: it is
-		// made from here, not from a frame below (eventAndKey).
+		// made from here, not from a frame below (attributeTime, which
+		// the compiler does not inline).
 		t, err := m.eventTime.Of(msg.Attributes, msg.PublishTime)
 		if err != nil {
 			return badEventTime(err)
@@ -365,21 +366,15 @@ func (m *Mapper) Map(ctx context.Context, msg *source.Message, r *Result) error 
 	return m.rows(r, in, nil)
 }
 
-// eventAndKey sets the event time (unless Map's plain path set it) and the
-// dedupe key of r, and the event time of in.
+// eventAndKey sets the computed event time (source.timestamp_template) and
+// the dedupe key of r, and the event time of in. Without a template, the
+// caller has set r.EventTime (attributeTime), in its own frame: the parse is
+// the deepest call of Map's plain path.
 func (m *Mapper) eventAndKey(msg *source.Message, r *Result, in *template.Input) error {
 	if m.timeTmpl != nil {
 		t, err := m.computedTime(in)
 		if err != nil {
 			return err
-		}
-		r.EventTime = t
-	} else if !r.EventTime.IsZero() {
-		// Map's plain path read it already.
-	} else {
-		t, err := m.eventTime.Of(msg.Attributes, msg.PublishTime)
-		if err != nil {
-			return badEventTime(err)
 		}
 		r.EventTime = t
 	}
@@ -403,6 +398,18 @@ func (m *Mapper) eventAndKey(msg *source.Message, r *Result, in *template.Input)
 	default:
 		r.Key = msg.ID
 	}
+	return nil
+}
+
+// attributeTime sets r's event time from source.timestamp_attribute, or the
+// publish time without one (mapDecoded's; Map's plain path does the same in
+// its own frame).
+func (m *Mapper) attributeTime(msg *source.Message, r *Result) error {
+	t, err := m.eventTime.Of(msg.Attributes, msg.PublishTime)
+	if err != nil {
+		return badEventTime(err)
+	}
+	r.EventTime = t
 	return nil
 }
 
@@ -491,6 +498,11 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result)
 		if !ok {
 			r.Filtered = true
 			return nil
+		}
+	}
+	if m.timeTmpl == nil {
+		if err := m.attributeTime(msg, r); err != nil {
+			return err
 		}
 	}
 	if err := m.eventAndKey(msg, r, in); err != nil {

@@ -17,7 +17,7 @@ import (
 // (the decoders of avro.go and proto.go make it; JSON makes it only for
 // expressions, templates read JSON text directly). Its nodes are:
 //
-//	nil                 null (an Avro null, an unset proto wrapper)
+//	nil                 null (an Avro null in a list or map, google.protobuf.NullValue)
 //	bool
 //	int64               Avro int and long, proto int32/int64/sint/sfixed
 //	uint64              proto uint32/uint64/fixed32/fixed64
@@ -32,12 +32,11 @@ import (
 //	                    or boolean text), google.protobuf.Struct
 //	[]any               arrays, repeated fields, google.protobuf.ListValue
 //
-// An Avro union is its branch's value; a proto oneof is the field that is
-// set (the others are absent). A proto field that is not set is absent from
-// its message's map unless it has presence and a default... it is absent
-// when it is a message, a oneof member or an optional field, and present
-// with its zero value otherwise (proto3's scalars have no presence: their
-// zero is a value).
+// An Avro union is its branch's value, and a record field whose value is
+// null is absent from its map. A proto oneof is the field that is set (the
+// others are absent); a message field, a oneof member or an optional field
+// that is not set is absent; any other field is present with its zero value
+// (proto3's scalars have no presence: their zero is a value).
 
 // Decimal is an exact decimal number in its plain text, as "-12.340": the
 // scale's digits are kept. Templates render it as it is; expressions see it
