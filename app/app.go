@@ -359,7 +359,7 @@ func (a *App) bigtableClient(ctx context.Context, instance, profile string) (*bi
 	open := a.opts.Bigtable
 	if open == nil {
 		open = func(ctx context.Context, instance string) (*bigtable.Client, error) {
-			return openBigtable(ctx, a.cfg.Project, instance, profile)
+			return openBigtable(ctx, a.cfg.Project, instance, profile, a.metrics)
 		}
 	}
 	c, err := open(ctx, instance)

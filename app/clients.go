@@ -7,6 +7,8 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/option"
+
+	"github.com/pubsink/pubsink/internal/metrics"
 )
 
 // The one place the commands open their clients: against Google Cloud, or
@@ -26,9 +28,18 @@ func openPubSub(ctx context.Context, project string, opts ...option.ClientOption
 // profile profile ("": the instance's default profile). A profile belongs to
 // one instance and decides its requests' routing: every table is read and
 // written through the profile its configuration names (state.app_profile,
-// sink.app_profile).
-func openBigtable(ctx context.Context, project, instance, profile string) (*bigtable.Client, error) {
-	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{AppProfile: profile})
+// sink.app_profile). With m, the client counts the rows it mutates in m's
+// pubsink_bigtable_mutations_total (metrics.BigtableClientOptions, which
+// also covers the emulator, where the library ignores dial options).
+func openBigtable(ctx context.Context, project, instance, profile string, m *metrics.Metrics) (*bigtable.Client, error) {
+	var opts []option.ClientOption
+	if m != nil {
+		var err error
+		if opts, err = m.BigtableClientOptions(); err != nil {
+			return nil, fmt.Errorf("bigtable client for instance %s: %w", instance, err)
+		}
+	}
+	c, err := bigtable.NewClientWithConfig(ctx, project, instance, bigtable.ClientConfig{AppProfile: profile}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bigtable client for instance %s: %w", instance, err)
 	}

@@ -267,7 +267,7 @@ func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs i
 	defer ps.Close()
 	clients := deadletter.Clients{PubSub: ps}
 	if kind == deadletter.KindTable {
-		bt, err := openBigtable(ctx, cfg.Project, cfg.State.Instance, cfg.State.AppProfile)
+		bt, err := openBigtable(ctx, cfg.Project, cfg.State.Instance, cfg.State.AppProfile, nil)
 		if err != nil {
 			return err
 		}

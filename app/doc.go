@@ -7,6 +7,10 @@
 // the container's memory limit (from the cgroup, once per process), which
 // sizes the default flow control and the Go runtime's soft memory limit.
 //
+// The Bigtable data clients it opens itself (not those Options.Bigtable
+// gives) count the rows they mutate, by table and call, in
+// pubsink_bigtable_mutations_total (metrics.BigtableClientOptions).
+//
 // It owns the order of a graceful stop (see App.Run). It does not own any
 // per-message decision: those are package pipeline's.
 //

@@ -25,6 +25,7 @@ var exportedMetrics = map[string]metric{
 	"pubsink_messages_late_total":               {"counter", []string{"pipeline"}},
 	"pubsink_messages_dropped_total":            {"counter", []string{"pipeline"}},
 	"pubsink_messages_filtered_total":           {"counter", []string{"pipeline"}},
+	"pubsink_messages_resumed_total":            {"counter", []string{"pipeline"}},
 	"pubsink_rows_committed_total":              {"counter", []string{"pipeline"}},
 	"pubsink_messages_retried_total":            {"counter", []string{"pipeline"}},
 	"pubsink_messages_in_flight":                {"gauge", []string{"pipeline"}},
@@ -52,6 +53,7 @@ var exportedMetrics = map[string]metric{
 	"pubsink_watermark_leader_takeovers_total":  {"counter", []string{"pipeline"}},
 	"pubsink_source_stream_reopens_total":       {"counter", []string{"pipeline"}},
 	"pubsink_tracking_errors_total":             {"counter", []string{"pipeline", "method"}},
+	"pubsink_bigtable_mutations_total":          {"counter", []string{"table", "call"}},
 }
 
 // targetLabels are the labels a scrape adds to every series: Prometheus's

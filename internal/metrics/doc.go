@@ -4,7 +4,10 @@
 // increments counters. What is a time (the watermark, its lag, the oldest
 // message in flight) or a check (pubsink_ready) is read at scrape time from
 // a function the pipeline or app registers (WatchWatermark,
-// WatchOldestInFlight, WatchReady), and is absent while unknown.
+// WatchOldestInFlight, WatchReady), and is absent while unknown. One
+// counter is the process's, not a pipeline's: pubsink_bigtable_mutations_total,
+// the rows mutated in Bigtable by table and call, counted by gRPC
+// interceptors on the data clients app opens (BigtableClientOptions).
 //
 // Names follow Prometheus' conventions: counters end in _total, units are
 // base units in the name (_seconds, _bytes), ratios end in _ratio, a point

@@ -24,6 +24,7 @@ type Metrics struct {
 	late          *prometheus.CounterVec
 	dropped       *prometheus.CounterVec
 	filtered      *prometheus.CounterVec
+	resumed       *prometheus.CounterVec
 	rows          *prometheus.CounterVec
 	retried       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
@@ -55,6 +56,9 @@ type Metrics struct {
 	// trackingErrors counts the failed calls of the tracking subscription's
 	// reader, by method.
 	trackingErrors *prometheus.CounterVec
+	// bigtable counts the rows the process's Bigtable clients mutate
+	// (BigtableDialOptions): the process's, not a pipeline's.
+	bigtable *bigtableCounter
 }
 
 // latencyBuckets span a fast local write (1 ms) to a message that waited
@@ -85,11 +89,12 @@ func New() *Metrics {
 		late:          counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
 		dropped:       counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
 		filtered:      counter("pubsink_messages_filtered_total", "Messages acked unwritten because the pipeline's filter was false for them.", pl...),
+		resumed:       counter("pubsink_messages_resumed_total", "Committed messages whose dedupe key an earlier delivery of the same message had claimed (a redelivery after a crash, a nack, a lost ack or a paused replica): their rows were written again, the same cells. Included in committed; committed minus resumed counts each key once.", pl...),
 		rows:          counter("pubsink_rows_committed_total", "Rows written by committed messages (a message makes none, one or many).", pl...),
 		retried:       counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
 		sinkErrors:    counter("pubsink_sink_write_errors_total", "Rows a sink write did not write, by the gRPC code of the last failure (a failed call counts each of its rows).", "pipeline", "code"),
 		lookups:       counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
-		conflicts:     counter("pubsink_dedupe_claim_conflicts_total", "Times a dedupe claim found its key claimed by another delivery, not yet committed, and waited.", pl...),
+		conflicts:     counter("pubsink_dedupe_claim_conflicts_total", "Times a dedupe claim found its key claimed by its own message and by another at once (an unconditional claim that was not trusted, being withdrawn), and looked again.", pl...),
 		conditional:   counter("pubsink_dedupe_conditional_claims_total", "Dedupe claims made with a conditional mutation, because another process may run the pipeline.", pl...),
 		renewals:      counter("pubsink_membership_renewals_total", "Successful writes of this process's membership cell.", pl...),
 		renewFailures: counter("pubsink_membership_renewal_failures_total", "Failed renewals (writes or reads) of this process's membership.", pl...),
@@ -99,6 +104,7 @@ func New() *Metrics {
 		times:         newTimeCollector(),
 		reopens:       counter("pubsink_source_stream_reopens_total", "Times the watchdog reopened the streams of the pipeline's main subscription: they delivered nothing for source.stall_timeout while messages waited and flow control had room.", pl...),
 	}
+	m.bigtable = newBigtableCounter(r)
 	m.trackingErrors = counter("pubsink_tracking_errors_total", "Failed calls of the watermark tracker on the tracking subscription, by method (Pull, Acknowledge, ModifyAckDeadline). A failed Pull, or one that hung, is a break: the watermark holds for the message lease; the messages of a failed Acknowledge come back after the ack deadline, which the tracker ignores.", "pipeline", "method")
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
 	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
@@ -134,6 +140,7 @@ type Pipeline struct {
 	Late          prometheus.Counter
 	Dropped       prometheus.Counter
 	Filtered      prometheus.Counter
+	Resumed       prometheus.Counter
 	Rows          prometheus.Counter
 	Retried       prometheus.Counter
 	InFlight      prometheus.Gauge
@@ -184,6 +191,7 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		Late:             m.late.WithLabelValues(name),
 		Dropped:          m.dropped.WithLabelValues(name),
 		Filtered:         m.filtered.WithLabelValues(name),
+		Resumed:          m.resumed.WithLabelValues(name),
 		Rows:             m.rows.WithLabelValues(name),
 		Retried:          m.retried.WithLabelValues(name),
 		InFlight:         m.inFlight.WithLabelValues(name),

@@ -125,3 +125,102 @@ func TestPrintTableLatency(t *testing.T) {
 		t.Errorf("ratios:\n%s", rest)
 	}
 }
+
+// The bench reads its counters from the Prometheus text: the pipeline's,
+// and the Bigtable mutations summed by table over the calls.
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP pubsink_bigtable_mutations_total Rows mutated.
+# TYPE pubsink_bigtable_mutations_total counter
+pubsink_bigtable_mutations_total{call="check_and_mutate",table="state-eo-r1-2"} 5
+pubsink_bigtable_mutations_total{call="mutate_row",table="state-eo-r1-2"} 8
+pubsink_bigtable_mutations_total{call="mutate_rows",table="rows-eo-r1-2"} 20000
+pubsink_bigtable_mutations_total{call="mutate_rows",table="state-eo-r1-2"} 1.9999e+04
+pubsink_dedupe_conditional_claims_total{pipeline="bench"} 3
+pubsink_messages_committed_total{pipeline="bench"} 20000
+pubsink_messages_committed_total{pipeline="other"} 7
+pubsink_messages_duplicate_total{pipeline="bench"} 2
+`
+	c, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.committed != 20000 || c.duplicate != 2 || c.conditional != 3 {
+		t.Errorf("committed %v, duplicate %v, conditional %v", c.committed, c.duplicate, c.conditional)
+	}
+	if !c.mutationsSeen || c.mutations["state-eo-r1-2"] != 20012 || c.mutations["rows-eo-r1-2"] != 20000 || len(c.mutations) != 2 {
+		t.Errorf("mutations %v (seen %v)", c.mutations, c.mutationsSeen)
+	}
+	c, err = parseMetrics(strings.NewReader(`pubsink_messages_committed_total{pipeline="bench"} 1` + "\n"))
+	if err != nil || c.mutationsSeen {
+		t.Errorf("without the counter: %v, seen %v", err, c.mutationsSeen)
+	}
+	if _, err := parseMetrics(strings.NewReader(`pubsink_messages_duplicate_total{pipeline="bench"} 1` + "\n")); err == nil {
+		t.Error("no committed counter: accepted")
+	}
+}
+
+// The drain's table has the state and sink writes per committed message
+// beside CPU ("-" for a connector without the counter, no ratio to naive
+// of the state writes, which are 0 there), and the throughput of the
+// shared connector over exactly_once's in the same rounds.
+func TestPrintTableWrites(t *testing.T) {
+	o := options{connectors: []kind{naive, exactlyOnce, exactlyOnceShared, exactlyOnceBaseline}, replicas: 2}
+	run := func(k kind, round int, rate, state float64) result {
+		return result{kind: k, round: round, msgs: 20_000, rate: rate, cpu: 2 * time.Second,
+			writes: writes{known: true, state: state * 20_000, sink: 20_000, committed: 20_000}}
+	}
+	rs := []result{
+		run(naive, 1, 10_000, 0), run(exactlyOnce, 1, 5_000, 2.1), run(exactlyOnceShared, 1, 6_000, 3),
+		run(naive, 2, 10_000, 0), run(exactlyOnce, 2, 4_000, 2.3), run(exactlyOnceShared, 2, 4_000, 3.2),
+		{kind: exactlyOnceBaseline, round: 1, msgs: 20_000, rate: 5_000, cpu: 2 * time.Second},
+	}
+	var b strings.Builder
+	printTable(&b, o, rs)
+	out := b.String()
+	header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if got := strings.Join(header, " "); !strings.HasPrefix(got, "round connector msg/s CPU s/M msg state writes/msg sink writes/msg peak RSS MB") {
+		t.Errorf("columns %q", got)
+	}
+	for _, want := range []string{
+		"2.200 [2.100–2.300]", // exactly_once's state writes
+		"3.100 [3.000–3.200]", // exactly_once_shared's
+		"0.000 [0.000–0.000]", // naive's
+		"1.000 [1.000–1.000]", // the sink's, one row per message
+		"shared/one throughput, exactly_once_shared (2 processes) / exactly_once (one), msg/s in the same rounds: 1.111 [1.000–1.200]; by round: 1.200 1.000",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	baseline := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "1  exactly_once_baseline") {
+			baseline = line
+		}
+	}
+	if f := strings.Fields(baseline); len(f) < 6 || f[4] != "-" || f[5] != "-" {
+		t.Errorf("the baseline's writes (not exported): %q", baseline)
+	}
+	_, ratios, _ := strings.Cut(out, "ratios to naive")
+	ratioHeader := strings.SplitN(strings.TrimLeft(ratios[strings.Index(ratios, "\n"):], "\n"), "\n", 2)[0]
+	if strings.Contains(ratioHeader, "state writes") || !strings.Contains(ratioHeader, "sink writes/msg") {
+		t.Errorf("ratio columns to naive %q: want the sink's writes, not the state's", ratioHeader)
+	}
+}
+
+func TestOnePerShared(t *testing.T) {
+	o := options{connectors: []kind{exactlyOnce, exactlyOnceShared, exactlyOnceSharedTracking}}
+	if got := onePerShared(exactlyOnceShared, o); got != exactlyOnce {
+		t.Errorf("exactly_once_shared compares with %s, want exactly_once", got)
+	}
+	o.connectors = append(o.connectors, exactlyOnceNoTracking, "exactly_once_shared_avro")
+	if got := onePerShared(exactlyOnceShared, o); got != exactlyOnceNoTracking {
+		t.Errorf("with exactly_once_no_tracking run: %s", got)
+	}
+	if got := onePerShared(exactlyOnceSharedTracking, o); got != exactlyOnce {
+		t.Errorf("exactly_once_shared_tracking compares with %s", got)
+	}
+	if got := onePerShared("exactly_once_shared_avro", o); got != "exactly_once_avro" {
+		t.Errorf("exactly_once_shared_avro compares with %s", got)
+	}
+}

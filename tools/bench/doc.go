@@ -114,6 +114,33 @@
 //     default): the first process may start alone on the fast path while
 //     the others wait to be acknowledged, so in a drain of a few seconds
 //     (small -n) it is well under 1, and the run is mostly one process.
+//   - state writes/msg, sink writes/msg: rows mutated in the run's state
+//     table and in its sink table, per committed message, from the
+//     connector's pubsink_bigtable_mutations_total (every call: the
+//     entries of ApplyBulk's MutateRows requests, conditional mutations,
+//     single-row writes; counted by the client as each request is sent,
+//     so a retried request's rows count again), summed over its processes
+//     and read once, after the last commit and before the processes are
+//     stopped: the whole run, start-up included, the shutdown's writes
+//     not. The state figure includes the dedupe catalog's claims and
+//     records and the periodic writes of each process: its membership
+//     renewal (every 2.5 s by default) and, with a tracking subscription,
+//     the watermark (stored every second while it moves; the leader's
+//     lease): a cost per second, not per message, so it weighs more in a
+//     short drain (small -n). The naive connector counts its sink writes
+//     the same way (its own client, the same interceptors) and writes no
+//     state: 0. A binary that does not export the counter (an earlier
+//     -baseline) shows "-". In the ratio tables a column whose reference
+//     is 0 (naive's state writes) is left out.
+//   - shared/one throughput (drains, under the table, when a shared
+//     connector ran): the msg/s of exactly_once_shared (its -replicas
+//     processes together) over the msg/s of a one-process connector in
+//     the same rounds, as a ratio of the medians over the rounds where
+//     both ran, [min–max] of the per-round ratios, and each round's:
+//     above 1, the processes drained faster together than one alone. The
+//     one-process connector is exactly_once_no_tracking (the same pipeline)
+//     when it ran, else exactly_once (which also reads the tracking
+//     subscription); for exactly_once_shared_tracking, exactly_once.
 //   - p50/p99: publish → row in Bigtable, for a sample of about 2,000
 //     messages of the backlog: the bench notes when each sampled message's
 //     publish call returned, and reads the sampled rows from the sink table
@@ -190,9 +217,11 @@
 // the offered rate (what the bench published per second: the connector
 // keeps up with it, so it is not a throughput), and CPU s/M and peak RSS
 // measured as above (CPU over the messages published, start-up included:
-// with 20,000 messages a run, start-up weighs more than in a drain). The
-// summary gives their medians with min–max, and the ratios to naive of CPU,
-// RSS, p50 and p99.
+// with 20,000 messages a run, start-up weighs more than in a drain), and
+// the state and sink writes per committed message, read as above once
+// every message published was committed. The summary gives their medians
+// with min–max, and the ratios to naive of CPU, the sink writes, RSS, p50
+// and p99.
 //
 // The probes' reads (500 a second) and the publishing load the emulators
 // and the bench, not the connectors: they are the same for all. With

@@ -27,9 +27,9 @@ import (
 // the callback waits for its row's result and acks (or nacks) the message.
 // No dedupe, no watermark, no dead letter, no retry beyond the client's.
 //
-// It keeps pubsink's committed counter and commit-latency histogram in the
-// same registry, served the same way, so that the bench scrapes every
-// connector alike.
+// It keeps pubsink's committed counter, commit-latency histogram and
+// Bigtable mutation counter in the same registry, served the same way, so
+// that the bench scrapes every connector alike.
 func runNaive(args []string) int {
 	fs := flag.NewFlagSet("naive", flag.ContinueOnError)
 	proj := fs.String("project", project, "project")
@@ -68,13 +68,20 @@ func naiveRun(ctx context.Context, proj, sub, inst, table, family string, stream
 		return err
 	}
 	defer ps.Close()
-	bt, err := bigtable.NewClient(context.WithoutCancel(ctx), proj, inst)
+	// Its Bigtable client counts its writes as pubsink's do
+	// (pubsink_bigtable_mutations_total), so that the bench reads its sink
+	// writes per message the same way; it writes no state.
+	reg := metrics.New()
+	counted, err := reg.BigtableClientOptions()
+	if err != nil {
+		return err
+	}
+	bt, err := bigtable.NewClient(context.WithoutCancel(ctx), proj, inst, counted...)
 	if err != nil {
 		return err
 	}
 	defer bt.Close()
 
-	reg := metrics.New()
 	m := reg.Pipeline(pipelineName)
 	srv, err := server.Listen(zap.NewNop(), addr, reg.Registry, server.Probes{
 		Ready:  func(context.Context) error { return nil },

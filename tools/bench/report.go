@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -149,6 +150,9 @@ func printRun(w io.Writer, o options, r result) {
 	if r.kind.shared() {
 		shared = fmt.Sprintf("  conditional claims/N %.3f", r.conditional/float64(max(1, r.msgs)))
 	}
+	if r.writes.known {
+		shared += fmt.Sprintf("  writes/msg state %.3f sink %.3f", r.statePerMsg(), r.sinkPerMsg())
+	}
 	if o.latency {
 		fmt.Fprintf(w, "round %d %-13s %6.0f msg/s offered (%d messages)  %6.2f CPU s/M  %5.0f MB  probe p50 %5.1fms p99 %5.1fms (%d probes)  dups %.0f%s  %s\n",
 			r.round, r.kind, r.rate, r.msgs, r.cpuPerMillion(), mb(r.rss), millis(r.p50), millis(r.p99), r.samples, r.dups, shared, status)
@@ -166,23 +170,27 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
-// metric is one column of the table.
+// metric is one column of the table. A value that is NaN is unknown (a
+// connector that does not export what it is computed from): "-" in the
+// table, and left out of medians and ratios.
 type metric struct {
 	name  string
 	get   func(result) float64
 	prec  int
-	ratio bool // a column of the ratios too
+	ratio bool // a column of the ratios too (unless the reference's median is 0)
 }
 
 // metricsOf are the columns of the table: with -latency, the offered rate
 // and the probes' latency instead of the drain's rate and sampled latency.
 func metricsOf(o options) []metric {
 	cpu := metric{"CPU s/M msg", func(r result) float64 { return r.cpuPerMillion() }, 2, true}
+	state := metric{"state writes/msg", func(r result) float64 { return r.statePerMsg() }, 3, true}
+	sink := metric{"sink writes/msg", func(r result) float64 { return r.sinkPerMsg() }, 3, true}
 	rss := metric{"peak RSS MB", func(r result) float64 { return mb(r.rss) }, 0, true}
 	if o.latency {
 		return []metric{
 			{"offered msg/s", func(r result) float64 { return r.rate }, 0, false},
-			cpu, rss,
+			cpu, state, sink, rss,
 			{"p50 ms", func(r result) float64 { return millis(r.p50) }, 1, true},
 			{"p99 ms", func(r result) float64 { return millis(r.p99) }, 1, true},
 			{"probes", func(r result) float64 { return float64(r.samples) }, 0, false},
@@ -190,7 +198,7 @@ func metricsOf(o options) []metric {
 	}
 	ms := []metric{
 		{"msg/s", func(r result) float64 { return r.rate }, 0, true},
-		cpu, rss,
+		cpu, state, sink, rss,
 		{"p50 s", func(r result) float64 { return r.p50.Seconds() }, 2, false},
 		{"p99 s", func(r result) float64 { return r.p99.Seconds() }, 2, false},
 		{"drain s", func(r result) float64 { return r.drain.Seconds() }, 1, false},
@@ -200,7 +208,7 @@ func metricsOf(o options) []metric {
 		// and CPU s/M msg again: the ratio of an each connector's CPU
 		// per row to a one-row connector's is its CPU per row over the
 		// other's CPU per message.
-		ms = slices.Insert(ms, 3,
+		ms = slices.Insert(ms, 5,
 			metric{"rows/s", func(r result) float64 { return r.rate * float64(max(1, r.perMsg)) }, 0, true},
 			metric{"CPU s/M rows", func(r result) float64 { return r.cpuPerMillionRows() }, 2, true})
 	}
@@ -220,7 +228,11 @@ func printTable(w io.Writer, o options, all []result) {
 	for _, r := range all {
 		line := fmt.Sprintf("%d\t%s\t", r.round, r.kind)
 		for _, m := range ms {
-			line += fmt.Sprintf("%.*f\t", m.prec, m.get(r))
+			if v := m.get(r); math.IsNaN(v) {
+				line += "-\t"
+			} else {
+				line += fmt.Sprintf("%.*f\t", m.prec, v)
+			}
 		}
 		status := "ok"
 		if r.err != nil {
@@ -266,9 +278,58 @@ func printTable(w io.Writer, o options, all []result) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+	if !o.latency {
+		printSharedThroughput(w, o, byKind)
+	}
 
 	for _, ref := range append([]kind{naive}, o.references...) {
 		printRatios(w, o, ms, byKind, ref)
+	}
+}
+
+// onePerShared returns the one-process connector that a shared connector
+// is compared with: for exactly_once_shared, exactly_once_no_tracking (the
+// same pipeline) if it ran, else exactly_once; for
+// exactly_once_shared_tracking, exactly_once; with the shared one's format
+// and items suffix.
+func onePerShared(k kind, o options) kind {
+	suffix := strings.TrimPrefix(string(k), string(k.base()))
+	if k.base() == exactlyOnceShared && slices.Contains(o.connectors, exactlyOnceNoTracking+kind(suffix)) {
+		return exactlyOnceNoTracking + kind(suffix)
+	}
+	return exactlyOnce + kind(suffix)
+}
+
+// printSharedThroughput prints, for each shared connector, its throughput
+// over its one-process counterpart's (onePerShared): the ratio of the
+// medians over the rounds where both ran, the min–max of the per-round
+// ratios, and each round's. Above 1, the processes together drained
+// faster than one.
+func printSharedThroughput(w io.Writer, o options, byKind map[kind][]result) {
+	for _, k := range o.connectors {
+		one := onePerShared(k, o)
+		if !k.shared() || len(byKind[k]) == 0 || len(byKind[one]) == 0 {
+			continue
+		}
+		var shared, single, per []float64
+		var rounds []string
+		for _, r := range byKind[k] {
+			for _, a := range byKind[one] {
+				if a.round == r.round && a.rate > 0 {
+					shared, single = append(shared, r.rate), append(single, a.rate)
+					per = append(per, r.rate/a.rate)
+					rounds = append(rounds, fmt.Sprintf("%.3f", r.rate/a.rate))
+				}
+			}
+		}
+		if len(per) == 0 {
+			continue
+		}
+		slices.Sort(shared)
+		slices.Sort(single)
+		slices.Sort(per)
+		fmt.Fprintf(w, "shared/one throughput, %s (%d processes) / %s (one), msg/s in the same rounds: %.3f [%.3f–%.3f]; by round: %s\n",
+			k, o.replicas, one, median(shared)/median(single), per[0], per[len(per)-1], strings.Join(rounds, " "))
 	}
 }
 
@@ -281,7 +342,9 @@ func printRatios(w io.Writer, o options, ms []metric, byKind map[kind][]result, 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var rs []metric
 	for _, m := range ms {
-		if m.ratio {
+		// A figure the reference does not have (0: the naive connector's
+		// state writes) has no ratio.
+		if m.ratio && median(values(byKind[ref], m.get)) != 0 {
 			rs = append(rs, m)
 		}
 	}
@@ -296,11 +359,16 @@ func printRatios(w io.Writer, o options, ms []metric, byKind map[kind][]result, 
 		}
 		line := fmt.Sprintf("%s / %s\t", k, ref)
 		for _, m := range rs {
-			ratio := median(values(byKind[k], m.get)) / median(values(byKind[ref], m.get))
+			vs := values(byKind[k], m.get)
+			if len(vs) == 0 {
+				line += "-\t"
+				continue
+			}
+			ratio := median(vs) / median(values(byKind[ref], m.get))
 			var per []float64
 			for _, r := range byKind[k] {
 				for _, a := range byKind[ref] {
-					if a.round == r.round && m.get(a) != 0 {
+					if a.round == r.round && m.get(a) != 0 && !math.IsNaN(m.get(a)) && !math.IsNaN(m.get(r)) {
 						per = append(per, m.get(r)/m.get(a))
 					}
 				}
@@ -317,11 +385,14 @@ func printRatios(w io.Writer, o options, ms []metric, byKind map[kind][]result, 
 	tw.Flush()
 }
 
-// values returns the sorted values of a metric.
+// values returns the sorted values of a metric, those unknown (NaN) left
+// out.
 func values(rs []result, get func(result) float64) []float64 {
 	vs := make([]float64, 0, len(rs))
 	for _, r := range rs {
-		vs = append(vs, get(r))
+		if v := get(r); !math.IsNaN(v) {
+			vs = append(vs, v)
+		}
 	}
 	slices.Sort(vs)
 	return vs

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,8 +47,36 @@ type result struct {
 	// conditional is the conditional claims the connector reported (all
 	// its processes): about N in shared mode.
 	conditional float64
-	rssSeen     []rssPoint
-	err         error
+	// writes are the Bigtable row mutations of the connector's processes,
+	// summed, read at the end of the run (before the stop), with the
+	// messages committed then: see statePerMsg and sinkPerMsg.
+	writes  writes
+	rssSeen []rssPoint
+	err     error
+}
+
+// writes are a run's Bigtable row mutations (pubsink_bigtable_mutations_total,
+// every call), read once every message was committed.
+type writes struct {
+	known     bool    // the connector exports the counter (an earlier binary may not)
+	state     float64 // rows mutated in the run's state table
+	sink      float64 // rows mutated in the run's sink table
+	committed float64 // messages committed at that scrape
+}
+
+// statePerMsg is the state table's row mutations per committed message
+// (NaN when the connector does not count them).
+func (r result) statePerMsg() float64 { return r.writes.perMsg(r.writes.state) }
+
+// sinkPerMsg is the sink table's row mutations per committed message (NaN
+// when the connector does not count them).
+func (r result) sinkPerMsg() float64 { return r.writes.perMsg(r.writes.sink) }
+
+func (w writes) perMsg(rows float64) float64 {
+	if !w.known {
+		return math.NaN()
+	}
+	return rows / max(1, w.committed)
 }
 
 // cpuPerMillion is CPU seconds per million messages.
@@ -175,6 +205,13 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 	}
 
 	res.msgs, err = body(ctx, e, &res)
+	if err == nil {
+		// The run's Bigtable writes, read after the last commit and
+		// before the stop, so that they cover the whole run (the
+		// membership and watermark renewals of the state table included)
+		// but not the writes of the shutdown.
+		res.writes = readWrites(e.addrs, n)
+	}
 	// Peak RSS is the largest child's VmHWM, read while they run (watch)
 	// and just before they are stopped. Not rusage's maxrss: on Linux a
 	// child started with vfork inherits its parent's peak RSS across exec,
@@ -286,6 +323,18 @@ func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, re
 	}
 }
 
+// readWrites reads the row mutations of the run's state and sink tables
+// from its processes, summed. A failed scrape leaves them unknown: it does
+// not fail the run, whose drain was measured.
+func readWrites(addrs []string, n names) writes {
+	m, err := scrapeAll(addrs)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %s: reading the Bigtable mutations at the end of the run: %v\n", n.suffix, err)
+		return writes{}
+	}
+	return writes{known: m.mutationsSeen, state: m.mutations[n.state], sink: m.mutations[n.table], committed: m.committed}
+}
+
 // child is a connector process, the leader of its own process group.
 type child struct {
 	cmd  *exec.Cmd
@@ -368,7 +417,15 @@ func rate(series []point, n float64) float64 {
 // counts are what the bench reads from a connector's /metrics.
 type counts struct {
 	committed, duplicate, conditional float64
+	// mutations are pubsink_bigtable_mutations_total's rows by table ID,
+	// summed over the calls; mutationsSeen says the counter was there.
+	mutations     map[string]float64
+	mutationsSeen bool
 }
+
+// mutationsMetric is the prefix of pubsink_bigtable_mutations_total's
+// series in the Prometheus text.
+const mutationsMetric = "pubsink_bigtable_mutations_total{"
 
 // scrapeAll sums the counters of the processes at addrs; it fails if one
 // does not answer.
@@ -382,6 +439,13 @@ func scrapeAll(addrs []string) (counts, error) {
 		sum.committed += c.committed
 		sum.duplicate += c.duplicate
 		sum.conditional += c.conditional
+		sum.mutationsSeen = sum.mutationsSeen || c.mutationsSeen
+		for t, v := range c.mutations {
+			if sum.mutations == nil {
+				sum.mutations = map[string]float64{}
+			}
+			sum.mutations[t] += v
+		}
 	}
 	return sum, nil
 }
@@ -400,9 +464,16 @@ func scrape(addr string) (counts, error) {
 	if resp.StatusCode != http.StatusOK {
 		return c, fmt.Errorf("metrics: %s", resp.Status)
 	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads the counters the bench uses from the Prometheus text
+// of a connector's /metrics.
+func parseMetrics(r io.Reader) (counts, error) {
+	var c counts
 	found := false
 	label := `{pipeline="` + pipelineName + `"} `
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -414,6 +485,21 @@ func scrape(addr string) (counts, error) {
 			dst = &c.duplicate
 		case strings.HasPrefix(line, "pubsink_dedupe_conditional_claims_total"+label):
 			dst = &c.conditional
+		case strings.HasPrefix(line, mutationsMetric):
+			_, t, ok := strings.Cut(line, `table="`)
+			if t, _, ok = strings.Cut(t, `"`); !ok {
+				return c, fmt.Errorf("metrics: %q: no table label", line)
+			}
+			if c.mutations == nil {
+				c.mutations = map[string]float64{}
+			}
+			c.mutationsSeen = true
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				return c, fmt.Errorf("metrics: %q: %w", line, err)
+			}
+			c.mutations[t] += v
+			continue
 		default:
 			continue
 		}
