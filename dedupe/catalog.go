@@ -66,13 +66,15 @@ type rowState struct {
 type outcome uint8
 
 const (
-	free  outcome = iota // nothing within the window: the key may be claimed
-	mine                 // claimed by this very message (a redelivery), no record
-	taken                // claimed by another delivery, not recorded yet: wait
-	seen                 // recorded: a duplicate
+	free    outcome = iota // nothing within the window: the key may be claimed
+	claimed                // claimed by this delivery, now
+	mine                   // claimed by this very message before (a redelivery), no record
+	taken                  // claimed by this message and another: an untrusted claim is being withdrawn; look again
+	seen                   // claimed by another message, or recorded: a duplicate
 )
 
-// decide says what the row means for winner.
+// decide says what the row means for winner: the first claim decides the
+// key (doc.go, "The claim decides").
 func (r rowState) decide(winner string) outcome {
 	switch {
 	case r.recorded:
@@ -80,12 +82,21 @@ func (r rowState) decide(winner string) outcome {
 	case len(r.claimants) == 0:
 		return free
 	}
+	own, others := false, false
 	for _, c := range r.claimants {
-		if c != winner {
-			return taken
+		if c == winner {
+			own = true
+		} else {
+			others = true
 		}
 	}
-	return mine
+	switch {
+	case own && others:
+		return taken
+	case own:
+		return mine
+	}
+	return seen
 }
 
 // stateOf reads a row of the catalog, read with recordFilter(since).
@@ -189,11 +200,11 @@ type store interface {
 	// commit time; nil, or one error per cell.
 	put(ctx context.Context, cells []cell) ([]error, error)
 	// claimIf claims row for winner at at, in one conditional mutation,
-	// unless the row holds anything at or after since but claims by
-	// winner; it reports whether that condition held (then it wrote
-	// nothing). An error leaves it unknown whether the claim was written.
+	// unless the row holds anything at or after since; it reports whether
+	// that condition held (then it wrote nothing). An error leaves it unknown whether the claim was written.
 	claimIf(ctx context.Context, row, winner string, at, since bigtable.Timestamp) (blocked bool, err error)
-	// unclaim deletes winner's claims of row.
+	// unclaim deletes winner's claims of row (a claim that was not
+	// trusted, withdrawn).
 	unclaim(ctx context.Context, row, winner string) error
 	// scan calls fn for every row of rng with a record at or after since,
 	// with its latest commit time, in row order. It stops early if fn
@@ -256,26 +267,15 @@ func (s btStore) read(ctx context.Context, rows []string, since bigtable.Timesta
 	return out, nil
 }
 
-// othersFilter keeps the cells of a row at or after since except winner's
-// claims: the condition under which winner may not claim the row.
-func othersFilter(winner string, since bigtable.Timestamp) bigtable.Filter {
-	q := claimPrefix + winner
-	return bigtable.ChainFilters(
-		bigtable.TimestampRangeFilterMicros(since, 0),
-		bigtable.InterleaveFilters(
-			bigtable.ColumnRangeFilter(state.FamilyDedupe, "", q),
-			bigtable.ColumnRangeFilter(state.FamilyDedupe, q+"\x00", ""),
-		),
-	)
-}
-
 func (s btStore) claimIf(ctx context.Context, row, winner string, at, since bigtable.Timestamp) (bool, error) {
 	set := bigtable.NewMutation()
 	set.Set(state.FamilyDedupe, claimPrefix+winner, at, nil)
 	var blocked bool
 	// Apply does not retry a conditional mutation: the caller reads the row
-	// back after an error.
-	err := s.table.Apply(ctx, row, bigtable.NewCondMutation(othersFilter(winner, since), nil, set), bigtable.GetCondMutationResult(&blocked))
+	// back after an error. The predicate is the read filter: any cell within
+	// the window, winner's own claims too, so that a redelivery learns that
+	// it resumes.
+	err := s.table.Apply(ctx, row, bigtable.NewCondMutation(bigtable.TimestampRangeFilterMicros(since, 0), nil, set), bigtable.GetCondMutationResult(&blocked))
 	return blocked, err
 }
 

@@ -10,9 +10,10 @@ import "context"
 // another Release, and on the zero Claim it does nothing. So a caller
 // releases with one defer, and Commits on the success path.
 type Claim struct {
-	holder Holder
-	key    string
-	token  uint64
+	holder  Holder
+	key     string
+	token   uint64
+	resumed bool
 }
 
 // Holder ends holds: the Keys that made a Claim, or, in a test of a
@@ -31,6 +32,11 @@ type Holder interface {
 func NewClaim(h Holder, key string, token uint64) Claim {
 	return Claim{holder: h, key: key, token: token}
 }
+
+// Resumed reports whether an earlier delivery of the same message had
+// claimed the key: this one finishes its work, which that one may have
+// done already (the rows are written again, the same cells).
+func (c Claim) Resumed() bool { return c.resumed }
 
 // Held reports whether c holds a key (it is not the zero Claim). It stays
 // true after the hold ended.

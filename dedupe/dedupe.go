@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,7 @@ import (
 
 	"github.com/pubsink/pubsink/internal/batch"
 	"github.com/pubsink/pubsink/internal/metrics"
-	"github.com/pubsink/pubsink/internal/retry"
+	"github.com/pubsink/pubsink/internal/warm"
 	"github.com/pubsink/pubsink/members"
 )
 
@@ -52,6 +53,13 @@ var (
 	// written, in shared mode only, makes them twenty-odd.
 	journalBatch = batch.Config{MaxItems: 1000, MaxBytes: 4 << 20, MaxDelay: 5 * time.Millisecond, MaxInFlight: 4}
 )
+
+// maxConditional bounds the conditional claims in flight at once per
+// pipeline; more wait for one to end. At a few milliseconds each, 128 at
+// once carry tens of thousands of claims per second, and each grown stack
+// that waits in one costs memory (the flow control allows thousands of
+// messages in flight).
+const maxConditional = 128
 
 // statsInterval is how often Run refreshes the filter gauges and rotates
 // the ring when no message does.
@@ -127,7 +135,8 @@ type Membership interface {
 	// Joined blocks until this process is joined, or ctx ends.
 	Joined(ctx context.Context) error
 	// Peers returns the IDs of the other live members: those without
-	// MemberTag run an earlier version, which does not journal.
+	// JournalTag run an earlier version, which does not journal; those
+	// without MemberTag one whose rivals wait for a record.
 	Peers() []string
 }
 
@@ -159,11 +168,14 @@ type Keys struct {
 	writes *batch.Batcher[cell]
 	// journals carries the keys of conditional claims to the journal.
 	journals *batch.Batcher[cell]
-	holds    sync.Pool // of *hold
+	// calls runs the conditional claims.
+	calls *warm.Pool
+	holds sync.Pool // of *hold
 
-	// unclaims are the releases of claim cells under way, which Close
-	// waits for.
-	unclaims sync.WaitGroup
+	// compat: a live peer runs a version whose rivals wait for a record
+	// (its member ID lacks MemberTag): Commit writes records for every
+	// key while one is seen. Set by Run.
+	compat atomic.Bool
 
 	mu      sync.Mutex
 	ring    *ring
@@ -211,6 +223,7 @@ func newKeys(s store, log *zap.Logger, cfg Config) *Keys {
 		jrn:   newJournal(newCatalog(cfg.Pipeline).prefix),
 		ring:  newRing(width, cfg.Slices, cfg.FalsePositiveRate, max(expected, minExpectedKeys)),
 		held:  make(map[string]*hold),
+		calls: warm.New(maxConditional, 0),
 	}
 	if d.cfg.Members == nil {
 		d.cfg.Members = alone{}
@@ -231,27 +244,72 @@ func (d *Keys) Check(ctx context.Context) error {
 	return nil
 }
 
-// Claim reports whether key was committed within the window (dup). If it
-// was not, winner (the delivery's message ID, the same in every
-// redelivery) holds key until the caller ends the hold through the
-// returned Claim: Commit once the row is durable, or Release. A duplicate
-// or an error returns the zero Claim, which holds nothing.
+// What a Claim asks for (see Keys.Claim, ClaimOnce and Resume).
+type claimKind uint8
+
+const (
+	// claimDecides: the first claim of the key decides it for the window;
+	// Commit writes nothing.
+	claimDecides claimKind = iota
+	// claimOnce: a key only winner's message can have: no claim is
+	// written; Commit writes a record, which makes later deliveries
+	// duplicates.
+	claimOnce
+	// claimResume: the key is held only if winner claimed it already; a
+	// key nobody claimed is left alone, nothing written.
+	claimResume
+)
+
+// Claim decides which message a key belongs to, for the window. The first
+// durable claim of key names winner (the delivery's message ID, the same in
+// every redelivery): winner then holds key until the caller ends the hold
+// through the returned Claim, Commit once its rows are durable, or
+// Release. A key claimed within the window by another message, or
+// recorded, is a duplicate (dup): that message was committed, or has not
+// been acked and comes back until it is (doc.go, "The claim decides").
+// A key that winner itself claimed before (a redelivery: the earlier
+// delivery committed, or stopped before it could) is held again with
+// Resumed true, and its rows are to be written again: the same cells.
+// While another caller in this process holds key, Claim waits for it
+// first.
 //
-// Before it returns a hold, Claim makes the hold durable: a claim cell in
-// the key's catalog row names winner. While this process is alone
-// (Config.Members) the claim is one unconditional write in a batch, and a
-// key that no filter may hold costs no read; otherwise it is one
-// conditional mutation (CheckAndMutateRow) that succeeds only if the row
-// holds nothing within the window but winner's own claims. A row recorded
-// within the window makes dup true; a row claimed by another delivery
-// makes Claim wait (polling, with backoff) until that one commits (dup) or
-// gives the key up; a row claimed by winner itself (a redelivery after a
-// crash) is winner's to finish. While another caller in this process holds
-// key, Claim waits for it first.
+// The claim is durable before Claim returns: while this process is alone
+// (Config.Members) an unconditional write in a batch, with no read for a
+// key that no filter may hold; otherwise one conditional mutation
+// (CheckAndMutateRow) that applies only if the row holds nothing within
+// the window.
 //
 // Errors are the catalog's (transient; Claim does not retry them) or
 // ctx's when it ends while waiting; the key is not held then.
 func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, error) {
+	return d.claim(ctx, key, winner, claimDecides)
+}
+
+// ClaimOnce is Claim for a key that only winner's message can have: its
+// message ID (a pipeline without id_attribute or id_template), or its
+// dead-letter copy's key. No other message can be a rival, so no claim is
+// written: a record within the window makes the key a duplicate, and
+// otherwise winner holds it in this process; Commit writes the record
+// (batched), once the effect is durable. So a redelivery after the record
+// is a duplicate and writes nothing (a redelivery of a committed message,
+// a seek back), and one before it (a crash between the effect and the
+// record) repeats the effect: the same cells, or a second dead-letter copy.
+// One state write per key, as Claim's.
+func (d *Keys) ClaimOnce(ctx context.Context, key, winner string) (Claim, bool, error) {
+	return d.claim(ctx, key, winner, claimOnce)
+}
+
+// Resume holds key only if winner claimed it already (Resumed true), and
+// reports dup if another message did or it is recorded. A key that nobody
+// claimed within the window is neither: the zero Claim and false, and
+// nothing is written. The pipeline asks it for a late message, which may
+// be written only if an earlier delivery of it was judged on time and
+// claimed its key.
+func (d *Keys) Resume(ctx context.Context, key, winner string) (Claim, bool, error) {
+	return d.claim(ctx, key, winner, claimResume)
+}
+
+func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (Claim, bool, error) {
 	id := idOf(key)
 	h := hashOf(id.id)
 	wait := conflictWait
@@ -293,23 +351,36 @@ func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, erro
 		d.tokens++
 		hd := d.holds.Get().(*hold)
 		hd.token, hd.id, hd.h, hd.winner = d.tokens, id, h, winner
+		hd.record = kind == claimOnce
 		hd.row = d.cat.row(id, h)
 		d.held[key] = hd
 		token := hd.token
 		row := hd.row
 		d.mu.Unlock()
 
-		out, err := d.decide(ctx, row, h, winner, v, fast)
+		out, err := d.decide(ctx, row, h, winner, v, fast, kind)
 		switch {
 		case err != nil:
+			// A failed write is ambiguous: the claim may have landed. The
+			// filters learn the key, so that the next Claim of it reads
+			// the catalog rather than answer "new" and claim beside it.
+			d.mu.Lock()
+			d.ring.add(h, d.now().UnixNano())
+			d.mu.Unlock()
 			d.end(key, token, false)
 			if ctx.Err() == nil {
 				err = fmt.Errorf("dedupe: claim in catalog: %w", err)
 			}
 			return Claim{}, false, err
 		case out == seen:
-			d.end(key, token, true)
+			// Not "committed" for the deliveries waiting here: the message
+			// that won may be one of them (its redelivery), which must
+			// resume, not be a duplicate. They look for themselves.
+			d.end(key, token, false)
 			return Claim{}, true, nil
+		case out == free: // claimResume, and nobody claimed the key
+			d.end(key, token, false)
+			return Claim{}, false, nil
 		case out == taken:
 			d.end(key, token, false)
 			d.mu.Lock()
@@ -324,38 +395,48 @@ func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, erro
 			wait = min(2*wait, maxConflictWait)
 			continue
 		}
+		// The claim is durable: the filters learn the key now, so that a
+		// later delivery of it in this process asks the catalog.
 		d.mu.Lock()
-		hd.claimed = true // a claim cell is written: Release deletes it
+		d.ring.advance(d.now().UnixNano())
+		d.ring.add(h, d.now().UnixNano())
 		d.mu.Unlock()
-		return NewClaim(d, key, token), false, nil
+		return Claim{holder: d, key: key, token: token, resumed: out == mine}, false, nil
 	}
 }
 
-// How long a Claim waits between two looks at a key that another delivery
-// claimed: the winner normally commits within a batch or two, and a
-// winner that crashed comes back after its lease (15 s) at the latest.
+// How long a Claim waits between two looks at a key whose row holds a
+// claim of winner beside another's: an unconditional claim that was not
+// trusted is being withdrawn (decide), within a round trip.
 const (
 	conflictWait    = 20 * time.Millisecond
 	maxConflictWait = time.Second
 )
 
-// decide makes winner's claim of row durable, or finds why it cannot be:
-// mine (the claim is winner's), seen (a duplicate), or taken (wait). v is
-// the membership view the hold was taken under; fast says the filters
-// answered "new" in it.
-func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, v members.View, fast bool) (outcome, error) {
-	if !v.Alone {
-		return d.claimShared(ctx, row, h, winner)
+// decide makes winner's claim of row durable, or finds why it need not or
+// cannot be: claimed (made now), mine (winner's from an earlier delivery),
+// seen (a duplicate), taken (look again), or free (kind claimResume, and
+// the row holds nothing). v is the membership view the hold was taken
+// under; fast says the filters answered "new" in it.
+func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, v members.View, fast bool, kind claimKind) (outcome, error) {
+	if !v.Alone && kind == claimDecides {
+		return d.claimShared(ctx, row, h, winner, false)
 	}
-	if !fast {
+	if !fast { // or not alone: this process's filters miss others' keys
 		d.cfg.Metrics.Lookups.Inc()
 		var st rowState
 		if err := d.reads.Add(ctx, lookup{row: row, out: &st}, len(row)); err != nil {
 			return free, fmt.Errorf("read: %w", err)
 		}
-		if out := st.decide(winner); out == seen || out == taken {
+		if out := st.decide(winner); out != free {
 			return out, nil
 		}
+	}
+	switch kind {
+	case claimResume:
+		return free, nil
+	case claimOnce:
+		return claimed, nil // no claim: the record at Commit decides
 	}
 	at := bigtable.Time(d.now()).TruncateToMilliseconds()
 	if err := d.writes.Add(ctx, cell{row: row, winner: winner, at: at, h: h}, len(row)+len(winner)); err != nil {
@@ -366,34 +447,37 @@ func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, 
 	// acknowledged any newcomer (package members). Otherwise another
 	// process may have claimed the key meanwhile: ask the catalog, in the
 	// one conditional mutation.
-	if now, after := d.now(), d.cfg.Members.View(); after.Alone && after.AloneEpoch == v.AloneEpoch && now.Before(v.FastUntil) {
-		return mine, nil
+	if after := d.cfg.Members.View(); after.Alone && after.AloneEpoch == v.AloneEpoch && d.now().Before(v.FastUntil) {
+		return claimed, nil
 	}
 	d.mu.Lock()
 	d.upgrades++
 	d.mu.Unlock()
-	return d.claimShared(ctx, row, h, winner)
+	return d.claimShared(ctx, row, h, winner, true)
 }
 
 // claimShared claims row for winner with one conditional mutation and,
-// when the row holds something else, reads it to say what.
-func (d *Keys) claimShared(ctx context.Context, row string, h hashes, winner string) (outcome, error) {
-	out, err := d.claimIf(ctx, row, winner)
-	if out != mine || err != nil || d.cfg.NoJournal {
+// when the row holds something already, reads it to say what. untrusted
+// says that this delivery wrote an unconditional claim of row just before,
+// which the conditional mutation now confirms or withdraws.
+func (d *Keys) claimShared(ctx context.Context, row string, h hashes, winner string, untrusted bool) (outcome, error) {
+	out, err := d.claimIf(ctx, row, winner, untrusted)
+	if out != claimed || err != nil || d.cfg.NoJournal {
 		return out, err
 	}
 	// The journal must know the key before its row is written, as it
-	// knows the keys of the batched claims: should this process stop
-	// between the row and the record, a successor rebuilt from the journal
-	// must ask the catalog about the key, and find the claim.
+	// knows the keys of the batched claims: should this process stop after
+	// the row, a successor rebuilt from the journal must ask the catalog
+	// about the key, and find the claim.
 	if err := d.journals.Add(ctx, cell{at: bigtable.Time(d.now()).TruncateToMilliseconds(), h: h}, journalHashBytes); err != nil {
 		return free, fmt.Errorf("journal: %w", err)
 	}
-	return mine, nil
+	return claimed, nil
 }
 
-// claimIf claims row for winner with one conditional mutation.
-func (d *Keys) claimIf(ctx context.Context, row, winner string) (outcome, error) {
+// claimIf claims row for winner with one conditional mutation, which
+// applies only if the row holds no cell within the window.
+func (d *Keys) claimIf(ctx context.Context, row, winner string, untrusted bool) (outcome, error) {
 	now := d.now()
 	at := bigtable.Time(now).TruncateToMilliseconds()
 	since := bigtable.Time(now.Add(-d.cfg.Window)).TruncateToMilliseconds()
@@ -401,9 +485,14 @@ func (d *Keys) claimIf(ctx context.Context, row, winner string) (outcome, error)
 	d.conditional++
 	d.mu.Unlock()
 	d.cfg.Metrics.Conditional.Inc()
-	blocked, err := d.store.claimIf(ctx, row, winner, at, since)
+	var blocked bool
+	var err error
+	// On a goroutine whose stack has grown already: from the Pub/Sub
+	// callback's fresh goroutine, the call's depth copied the stack to a
+	// larger one once or twice per message (internal/warm).
+	d.calls.Do(func() { blocked, err = d.store.claimIf(ctx, row, winner, at, since) })
 	if err == nil && !blocked {
-		return mine, nil
+		return claimed, nil
 	}
 	// Blocked, or the reply was lost (the mutation may have been applied):
 	// the row says which.
@@ -414,19 +503,46 @@ func (d *Keys) claimIf(ctx context.Context, row, winner string) (outcome, error)
 		}
 		return free, fmt.Errorf("read back: %w", rerr)
 	}
-	switch out := sts[0].decide(winner); {
+	st := sts[0]
+	if untrusted {
+		return d.confirm(ctx, row, winner, st)
+	}
+	switch out := st.decide(winner); {
 	case out == free && err != nil:
 		return free, err // the lost mutation was not applied: retry
 	case out == free:
 		return taken, nil // what blocked it is gone already: look again soon
+	case out == mine && err != nil:
+		return claimed, nil // the lost mutation was applied
 	default:
 		return out, nil
 	}
 }
 
+// confirm decides an unconditional claim of row by winner that was not
+// trusted (the fast path closed before it was confirmed), from the row as
+// read after it: winner's claim alone is confirmed; beside another's claim
+// (made while this one was not trusted: the other process won) or a record
+// it is withdrawn, and the key is a duplicate.
+func (d *Keys) confirm(ctx context.Context, row, winner string, st rowState) (outcome, error) {
+	switch st.decide(winner) {
+	case mine:
+		return claimed, nil
+	case free: // the unconditional write did not land after all
+		return taken, nil
+	}
+	if slices.Contains(st.claimants, winner) {
+		if err := d.store.unclaim(ctx, row, winner); err != nil {
+			return free, fmt.Errorf("withdraw a claim that was not trusted: %w", err)
+		}
+	}
+	return seen, nil
+}
+
 // end ends the hold token on key, if it is still held: its waiters learn
 // whether it was committed (then they are duplicates) or released (then
-// they look again). It reports whether it ended the hold.
+// they look again, and find the claim). It reports whether it ended the
+// hold.
 func (d *Keys) end(key string, token uint64, committed bool) bool {
 	d.mu.Lock()
 	hd, ok := d.held[key]
@@ -439,50 +555,23 @@ func (d *Keys) end(key string, token uint64, committed bool) bool {
 		w.committed = committed
 		close(w.done)
 	}
-	row, winner, claimed := hd.row, hd.winner, hd.claimed
 	d.mu.Unlock()
 	*hd = hold{}
 	d.holds.Put(hd)
-	if claimed && !committed {
-		d.unclaim(row, winner)
-	}
 	return true
-}
-
-// unclaimTimeout bounds the deletion of a released claim cell.
-const unclaimTimeout = 30 * time.Second
-
-// unclaim deletes winner's claim of row in the background, so that a
-// delivery of another message waiting for the key may take it. Should it
-// fail, the claim lapses with the window, and until then other deliveries
-// of the key wait; a redelivery of winner itself is not hindered.
-func (d *Keys) unclaim(row, winner string) {
-	d.unclaims.Add(1)
-	go func() {
-		defer d.unclaims.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), unclaimTimeout)
-		defer cancel()
-		err := retry.Default.Do(ctx, func(error) bool { return ctx.Err() == nil }, func() error {
-			return d.store.unclaim(ctx, row, winner)
-		}, nil)
-		if err != nil {
-			d.log.Warn("a released claim could not be deleted; other deliveries of its key wait for the window",
-				zap.String("row", row), zap.String("winner", winner), zap.Error(err))
-		}
-	}()
 }
 
 // hold is a held key's entry in Keys.held. Holds are recycled once ended:
 // a Claim names its hold by key and token, never by pointer, so that a
 // Claim used after its hold ended finds nothing instead of another's hold.
 type hold struct {
-	token   uint64
-	id      catalogID
-	h       hashes
-	row     string
-	winner  string
-	claimed bool     // a claim cell names winner (guarded by Keys.mu)
-	wait    *waiters // guarded by Keys.mu
+	token  uint64
+	id     catalogID
+	h      hashes
+	row    string
+	winner string
+	record bool     // Commit writes a record (ClaimOnce)
+	wait   *waiters // guarded by Keys.mu
 }
 
 // waiters is what the Claims waiting for a held key learn of its outcome.
@@ -503,15 +592,15 @@ func (hd *hold) waiters() *waiters {
 // errNotHeld is Commit's error for a hold that had already ended.
 var errNotHeld = errors.New("dedupe: commit of a key that is not held (released or committed already)")
 
-// Commit records key in the catalog (a batched write, with the commit time
-// as the cell's timestamp), then in the current filter slice, and ends the
-// hold token: waiters are duplicates. Call it only once the row is
-// durable. If the write fails, the hold stays (waiters keep waiting, so a
-// duplicate cannot slip through while the record is missing) and the error
-// is returned: call Commit again to retry, or Release to give up. The
-// error is the catalog's, or ctx's if it ended first (the record may still
-// be written: it is idempotent). A hold that had ended already is an
-// error, and nothing is written.
+// Commit ends the hold token on key once the caller's effect is durable:
+// waiters are duplicates. The claim already decided the key, so a Claim's
+// Commit writes nothing; a ClaimOnce's writes the record first (batched,
+// with the commit time as the cell's timestamp). If that write fails, the
+// hold stays (waiters keep waiting) and the error is returned: call Commit
+// again to retry, or Release to give up. The error is the catalog's, or
+// ctx's if it ended first (the record may still be written: it is
+// idempotent). A hold that had ended already is an error, and nothing is
+// written.
 func (d *Keys) Commit(ctx context.Context, key string, token uint64) error {
 	d.mu.Lock()
 	hd, ok := d.held[key]
@@ -519,32 +608,27 @@ func (d *Keys) Commit(ctx context.Context, key string, token uint64) error {
 		d.mu.Unlock()
 		return errNotHeld
 	}
-	h, row := hd.h, hd.row
+	h, row, record := hd.h, hd.row, hd.record || d.compat.Load()
 	d.mu.Unlock()
 
-	now := d.now()
-	at := bigtable.Time(now).TruncateToMilliseconds()
-	err := d.writes.Add(ctx, cell{row: row, at: at, h: h}, len(row))
-	// The filters learn the key even when the write failed: it may have
-	// landed (a failed write is ambiguous), and the next Claim of it must
-	// then ask the catalog rather than answer new.
-	d.mu.Lock()
-	d.ring.advance(now.UnixNano())
-	d.ring.add(h, now.UnixNano())
-	d.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			err = fmt.Errorf("dedupe: record key in catalog: %w", err)
+	if record {
+		at := bigtable.Time(d.now()).TruncateToMilliseconds()
+		if err := d.writes.Add(ctx, cell{row: row, at: at, h: h}, len(row)); err != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("dedupe: record key in catalog: %w", err)
+			}
+			return err
 		}
-		return err
 	}
 	d.end(key, token, true)
 	return nil
 }
 
-// Release ends the hold token on key without a record: a waiter takes the
-// key. A hold that had ended already (committed, or released) is left
-// alone, so Release is safe to call more than once and after Commit.
+// Release ends the hold token on key without a commit: a waiter looks
+// again, and finds the claim, which stays (it decided the key: the
+// message is redelivered and finishes its work). A hold that had ended
+// already (committed, or released) is left alone, so Release is safe to
+// call more than once and after Commit.
 func (d *Keys) Release(key string, token uint64) {
 	d.end(key, token, false)
 }
@@ -631,7 +715,9 @@ func (d *Keys) Run(ctx context.Context) error {
 		case <-marker.C:
 			d.mark(ctx)
 		case <-epoch.C:
-			if d.olderPeer() {
+			older, compat := d.peerVersions()
+			d.compat.Store(compat)
+			if older {
 				d.mark(ctx)
 			}
 			// Alone again after others ran: their commits are not in the
@@ -660,12 +746,19 @@ func (d *Keys) mark(ctx context.Context) {
 // olderPeer reports whether a live peer runs a version without the
 // journal.
 func (d *Keys) olderPeer() bool {
+	older, _ := d.peerVersions()
+	return older
+}
+
+// peerVersions looks at the live peers' member IDs: older, one runs a
+// version without the journal (its ID lacks JournalTag); compat, one runs
+// a version whose rivals wait for a record (its ID lacks MemberTag).
+func (d *Keys) peerVersions() (older, compat bool) {
 	for _, p := range d.cfg.Members.Peers() {
-		if !strings.HasSuffix(p, MemberTag) {
-			return true
-		}
+		older = older || !strings.HasSuffix(p, JournalTag)
+		compat = compat || !strings.HasSuffix(p, MemberTag)
 	}
-	return false
+	return older, compat
 }
 
 // epochCheck is how often Run looks whether the filters must be rebuilt
@@ -691,15 +784,7 @@ func (d *Keys) refresh() {
 // and bounded by ctx, whose error it returns if cut short (the flushes
 // then fail with context.Canceled). Claims after Close fail.
 func (d *Keys) Close(ctx context.Context) error {
-	err := errors.Join(d.writes.Close(ctx), d.journals.Close(ctx), d.reads.Close(ctx))
-	done := make(chan struct{})
-	go func() { d.unclaims.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = errors.Join(err, ctx.Err())
-	}
-	return err
+	return errors.Join(d.writes.Close(ctx), d.journals.Close(ctx), d.reads.Close(ctx))
 }
 
 // Stats is the dedupe state shown in /status.
@@ -735,7 +820,8 @@ type Stats struct {
 	KeysInFlight int `json:"keys_in_flight"`
 	// ConditionalClaims counts the claims made by a conditional mutation
 	// (while not alone), Conflicts the times a claim found the key claimed
-	// by another delivery and waited, Upgrades the fast-path claims
+	// by its own message and another at once and looked again, Upgrades
+	// the fast-path claims
 	// confirmed after the fast path closed, made again conditionally.
 	ConditionalClaims int64 `json:"conditional_claims"`
 	Conflicts         int64 `json:"claim_conflicts"`

@@ -24,8 +24,9 @@ func TestNewKeysCostNoCatalogIO(t *testing.T) {
 	if got := s.readRows.Load(); got > 3 {
 		t.Errorf("%d catalog reads for %d new keys", got, n)
 	}
-	if got := s.writeRows.Load(); got != n {
-		t.Errorf("%d records written, want %d", got, n)
+	// One state write per key: its claim, which decides it; no record.
+	if got, recs := s.claimRows.Load(), s.writeRows.Load(); got != n || recs != 0 {
+		t.Errorf("%d claims and %d records written, want %d claims and no record", got, recs, n)
 	}
 }
 
@@ -212,14 +213,39 @@ func TestConcurrentClaimsOfOneKey(t *testing.T) {
 			t.Fatalf("second Claim: %v, want a duplicate", err)
 		}
 	})
-	t.Run("the second takes the key once the first releases", func(t *testing.T) {
+	t.Run("a rival is a duplicate once the first releases: the first's claim decided the key", func(t *testing.T) {
 		d := newD(t)
 		first := claimNew(t, d, "k")
 		out := second(d, "k")
 		waiting(t, out)
 		first.Release()
-		if err := <-out; err != nil {
-			t.Fatalf("second Claim: %v, want the key", err)
+		if err := <-out; err != errDupForTest {
+			t.Fatalf("second Claim: %v, want a duplicate", err)
+		}
+	})
+	t.Run("a redelivery of the first's message resumes once the first releases", func(t *testing.T) {
+		d := newD(t)
+		const msg = "m-first"
+		first, dup, err := d.Claim(ctx, "k", msg)
+		if err != nil || dup || first.Resumed() {
+			t.Fatalf("first Claim = dup %v, resumed %v, %v; want a new claim", dup, first.Resumed(), err)
+		}
+		out := make(chan Claim, 1)
+		go func() {
+			c, dup, err := d.Claim(ctx, "k", msg)
+			if err != nil || dup {
+				t.Errorf("the redelivery's Claim = dup %v, %v; want the key", dup, err)
+			}
+			out <- c
+		}()
+		select {
+		case <-out:
+			t.Fatal("the redelivery's Claim returned while the first held the key")
+		case <-time.After(50 * time.Millisecond):
+		}
+		first.Release()
+		if c := <-out; !c.Held() || !c.Resumed() {
+			t.Fatalf("the redelivery holds %v, resumed %v; want it to resume the first's claim", c.Held(), c.Resumed())
 		}
 	})
 	t.Run("a waiting claim gives up when its context ends", func(t *testing.T) {
@@ -293,10 +319,28 @@ func TestCatalogErrorsAreReturnedAsTheyAre(t *testing.T) {
 		}
 		c.Release()
 	})
+	t.Run("after a failed claim write the next Claim asks the catalog: the claim may have landed", func(t *testing.T) {
+		s := &countingStore{store: newMemStore()}
+		d := newTest(t, s, newClock(), Config{}, true)
+		s.failWrites(unavailable)
+		if _, _, err := d.Claim(ctx, "k", "m1"); status.Code(err) != codes.Unavailable {
+			t.Fatalf("Claim = %v, want Unavailable", err)
+		}
+		s.failWrites(nil)
+		reads := s.readRows.Load()
+		c, _, err := d.Claim(ctx, "k", "m2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+		if s.readRows.Load() == reads {
+			t.Fatal("the key of a failed claim write was answered by the filters without a catalog read")
+		}
+	})
 	t.Run("a failed record keeps the key held until Commit succeeds", func(t *testing.T) {
 		s := &countingStore{store: newMemStore()}
 		d := newTest(t, s, newClock(), Config{}, true)
-		c := claimNew(t, d, "k")
+		c := claimOnceNew(t, d, "k", "m1")
 		s.failWrites(unavailable)
 		if err := c.Commit(ctx); status.Code(err) != codes.Unavailable {
 			t.Fatalf("Commit = %v, want Unavailable", err)
@@ -317,18 +361,20 @@ func TestCatalogErrorsAreReturnedAsTheyAre(t *testing.T) {
 			t.Fatal("a key committed on the second try is new")
 		}
 	})
-	t.Run("Release after a failed record frees the key", func(t *testing.T) {
+	t.Run("Release after a failed record lets the message's redelivery take the key again", func(t *testing.T) {
 		s := &countingStore{store: newMemStore()}
 		d := newTest(t, s, newClock(), Config{}, true)
-		c := claimNew(t, d, "k")
+		c := claimOnceNew(t, d, "k", "m1")
 		s.failWrites(unavailable)
 		c.Commit(ctx)
 		c.Release()
 		s.failWrites(nil)
 		reads := s.readRows.Load()
-		if isDup(t, d, "k") {
-			t.Fatal("a key whose record failed and was released is a duplicate")
+		again, dup, err := d.ClaimOnce(ctx, "k", "m1")
+		if err != nil || dup || !again.Held() {
+			t.Fatalf("the redelivery's ClaimOnce = held %v, dup %v, %v; want the key (no record)", again.Held(), dup, err)
 		}
+		again.Release()
 		if s.readRows.Load() == reads {
 			t.Fatal("the failed key was answered by the filters without a catalog read")
 		}
@@ -346,9 +392,6 @@ func TestLongKeysAreDigested(t *testing.T) {
 	if isDup(t, d, long[:4999]+"y") {
 		t.Fatal("another long key is a duplicate")
 	}
-	// That second key's claim is released in the background: wait for its
-	// cell to go before counting rows.
-	d.unclaims.Wait()
 	var rows []string
 	client.Open(testTable).ReadRows(context.Background(), bigtable.PrefixRange("dedupe#orders#"), func(r bigtable.Row) bool {
 		if !strings.HasPrefix(r.Key(), "dedupe#orders#~") { // the journal's
@@ -445,10 +488,16 @@ func TestReleaseIsSafeAtAnyTime(t *testing.T) {
 	})
 	t.Run("a second Release does not free another claim's hold", func(t *testing.T) {
 		d := newD(t)
-		first := claimNew(t, d, "k")
+		first, _, err := d.Claim(ctx, "k", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
 		first.Release()
-		second := claimNew(t, d, "k") // the key passed on
-		first.Release()               // stale: must not end second's hold
+		second, _, err := d.Claim(ctx, "k", "m1") // the message's redelivery: the key passed on
+		if err != nil || !second.Held() {
+			t.Fatalf("the redelivery's Claim = held %v, %v", second.Held(), err)
+		}
+		first.Release() // stale: must not end second's hold
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 		defer cancel()
 		if _, _, err := d.Claim(cctx, "k", delivery()); !errors.Is(err, context.DeadlineExceeded) {

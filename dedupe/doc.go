@@ -7,51 +7,103 @@
 // rows, or the ack.
 //
 // The entry point is New, which returns the pipeline's *Keys. The pipeline
-// calls Claim with the key and the delivery's message ID, defers the
-// Claim's Release, writes the row, then Commits;
-// it runs Run in the background and calls Close after it stopped. A Claim
-// is a value naming its hold by key and token, so Release is safe after
-// Commit and twice: a stale Claim can never end another's hold.
+// judges lateness, calls Claim with the key and the delivery's message ID
+// (Resume for a late message), defers the Claim's Release, writes the rows,
+// then Commits; it runs Run in the background and calls Close after it
+// stopped. A Claim is a value naming its hold by key and token, so Release
+// is safe after Commit and twice: a stale Claim can never end another's
+// hold.
 //
-// # Claims across processes
+// # The claim decides
 //
 // Any number of processes may run a pipeline (replicas, a rolling update);
-// package members tells each whether it is alone. Every hold is durable
-// before Claim returns it: a claim cell k:w/MESSAGE_ID in the key's catalog
-// row names the delivery that won the key. Pub/Sub gives every redelivery
-// of a message the same ID, so the winner's redelivery, in any process,
-// recognizes the key as its own and finishes the job; a rival delivery
-// (another message with the same key) waits while the key is claimed and
-// not recorded, and is a duplicate once it is.
+// package members tells each whether it is alone. A claim cell k:w/MESSAGE_ID
+// in the key's catalog row names the message that won the key, and it is
+// durable before Claim returns. The first claim of a key within the window
+// decides it: there is no record after the rows (one state write per new
+// key, not two). What a delivery finds in the row:
 //
-//  1. Not alone: the claim is one conditional mutation (CheckAndMutateRow)
-//     whose predicate is "a cell within the window other than this
-//     message's claims" and whose false branch writes the claim. Of
-//     concurrent claims of a key exactly one applies; Bigtable decides,
-//     atomically, per row. When the predicate matched, the row is read: a
-//     record makes a duplicate, another's claim makes Claim wait (20 ms
-//     doubling to 1 s between looks). Apply does not retry a conditional
-//     mutation, and an error leaves it unknown whether it was applied: the
-//     row is read back, and a claim by this message means it was.
+//   - nothing within the window: it claims the key (new);
+//   - another message's claim: a duplicate, at once;
+//   - its own message's claim: it resumes (Claim.Resumed), writing the
+//     message's rows again, the same cells;
+//   - a record (a dead-letter copy's, or a peer of an earlier version's):
+//     a duplicate.
+//
+// Why another's claim makes a duplicate at once, path by path of the
+// winner (the message its claim names):
+//
+//  1. Committed: its rows are durable; the rival is a duplicate of it.
+//  2. Crashed, killed or paused after the claim, before the ack; nacked at
+//     the stop (shutdown_timeout) or after a write that failed until then:
+//     it was not acked, so Pub/Sub redelivers it (to any process) until it
+//     is, and the redelivery finds its own claim and finishes the job. The
+//     claim is never deleted, so a rival can never take the key meanwhile
+//     and write another payload. A paused winner that resumes writes the
+//     same cells as its redelivery (idempotent writes, explicit
+//     timestamps).
+//  3. Its ack was lost after it committed: its redelivery resumes and
+//     writes the same cells again (pubsink_messages_resumed_total).
+//  4. Its row was rejected (dead-lettered): the key's outcome is that dead
+//     letter; a rival of the key is its duplicate. A redelivery resumes,
+//     is rejected again, and finds its copy recorded (below): a duplicate.
+//  5. Late: never a winner. The pipeline judges lateness before the claim,
+//     so a claim means "on time"; a late message under drop or dead_letter
+//     only looks (Resume): another's claim makes it a duplicate, its own
+//     message's claim (an earlier delivery was on time, claimed, and
+//     crashed or lost its ack) makes it write, and an unclaimed key makes
+//     it late, with no claim written.
+//  6. A key that only one message can have, its message ID (a pipeline
+//     without id_attribute or id_template) or its dead-letter copy's key
+//     (the message ID behind 0xff), has no rival to decide against:
+//     ClaimOnce writes no claim, and Commit writes a record once the rows
+//     (or the copy) are durable, so that a redelivery after it, or every
+//     message again after a seek back, is a duplicate and writes nothing.
+//     Shared, its lookup is a batched read, not a conditional mutation. A
+//     crash between the effect and the record repeats the effect: the same
+//     cells, or a second copy.
+//  7. A claim older than the window no longer decides: a winner stalled
+//     for longer than dedupe.window, and a rival after it, may both write,
+//     as a duplicate arriving after the window is new.
+//  8. Pub/Sub gives up on the winner (the subscription's own dead-letter
+//     policy, or its retention ran out) before a delivery of it committed:
+//     the rivals of the key were duplicates of a message that is lost.
+//     Nothing of pubsink's can see that; a subscription dead-letter topic
+//     is a place to look.
+//
+// How a claim is made:
+//
+//  1. Not alone: one conditional mutation (CheckAndMutateRow) whose
+//     predicate is "any cell within the window" and whose false branch
+//     writes the claim. Of concurrent claims of a key exactly one applies;
+//     Bigtable decides, atomically, per row. When the predicate matched,
+//     the row is read and says which case above it is. Apply does not
+//     retry a conditional mutation, and an error leaves it unknown whether
+//     it was applied: the row is read back, and a claim by this message
+//     means it was. The call runs on a goroutine of an internal/warm pool:
+//     its depth grew the Pub/Sub callback's fresh stack once or twice per
+//     message, 11% of the process's CPU.
 //  2. Alone: the filters answer as below, and the claim is an
-//     unconditional write, batched like the records. It is trusted only if
-//     the membership still says alone once the write returned, and the
-//     fast path had not expired: such a claim was durable before this
-//     process acknowledged any newcomer, so the newcomer's conditional
-//     claims see it. A claim confirmed later is made again conditionally.
-//  3. The record k:c follows the row, as before. Release (the row was
-//     rejected, the message late or the stop came first) deletes the claim
-//     in the background, so that a rival may take the key; if that fails,
-//     rivals wait for the window.
+//     unconditional write, batched. It is trusted only if the membership
+//     still says alone once the write returned, and the fast path had not
+//     expired: such a claim was durable before this process acknowledged
+//     any newcomer, so the newcomer's conditional claims see it. A claim
+//     confirmed later is made again conditionally; if it then finds
+//     another message's claim beside its own (the newcomer won), it deletes
+//     its own and is a duplicate. Meanwhile a row names two claimants, and
+//     a delivery that finds its own claim beside another's looks again
+//     (20 ms doubling to 1 s).
+//  3. Commit writes nothing for a Claim: it ends the hold, so that the
+//     deliveries of the key waiting in this process are duplicates. While
+//     a live peer lacks MemberTag (a process of the version before, whose
+//     rivals wait for a record), Commit writes the record k:c too, so a
+//     rolling upgrade holds.
 //
 // So a process that is paused or cut off and resumes can only write the
-// row of the message its claim names: the same bytes as that message's
-// redelivery. A crash between the row and the record leaves the claim, and
-// the rival that arrives first waits for the winner's redelivery instead
-// of writing its own payload. What this costs: one claim cell per new key
-// alone, batched with the records (one ApplyBulk carries the claims of new
-// keys and the records of committed ones), one conditional mutation per key
-// shared.
+// rows of the message its claim names: the same bytes as that message's
+// redelivery. What this costs: one claim cell per new key (alone, batched;
+// shared, one conditional mutation) and a share of a journal row, about
+// 1.01 state writes per committed message in the bench.
 //
 // # How a key is checked
 //
@@ -59,17 +111,18 @@
 // the bit locations) and probes every live filter. "Not present" in all of
 // them means new: no read. "Maybe present" is confirmed by a
 // batched point read of the catalog (ReadRows with a RowList, one batch
-// per 2 ms, at most 4 at once); only a record whose cell timestamp is
-// within the window makes the key a duplicate. Commit writes the record
-// (batched ApplyBulk, in the same batches as the claims: a batch gathers
-// for a millisecond, then goes as soon as one of 4 call slots is free and
-// grows while they are all busy; the commit time in milliseconds is the
-// explicit cell timestamp, so the client's retries are idempotent), then
-// adds the key to the filter of the current slice, then ends the hold.
-// Every record within the window thus has its key in a live filter (put
-// there by Commit, or by the rebuild after a restart), which is what lets
-// a Claim that finds a bit unset answer "new". The order of effects is the
-// pipeline's: row, record, ack.
+// per 2 ms, at most 4 at once); only a claim or record whose cell
+// timestamp is within the window makes the key a duplicate (or resumes
+// it). The claim
+// is written in a batched ApplyBulk (a batch gathers for a millisecond,
+// then goes as soon as one of 4 call slots is free and grows while they
+// are all busy; the claim time in milliseconds is the explicit cell
+// timestamp, so the client's retries are idempotent); once it is durable
+// the key goes into the filter of the current slice. Every claim within
+// the window thus has its key in a live filter (put there by Claim, or by
+// the rebuild after a restart), which is what lets a Claim that finds a
+// bit unset answer "new". The order of effects is the pipeline's: claim,
+// rows, ack.
 //
 // The library's Test hashes the key once per filter (murmur3, k locations);
 // a lookup probes N+1 filters or more, so the locations are computed once
@@ -103,8 +156,9 @@
 // # Catalog rows
 //
 //	dedupe#PIPELINE#HH#KEY      (a key over 1 KiB: dedupe#PIPELINE#HH=SHA256HEX)
-//	k:w/MESSAGE_ID = "" @ claim time (ms)    the winning delivery
-//	k:c = "" @ commit time (ms)               the winner's row is durable
+//	k:w/MESSAGE_ID = "" @ claim time (ms)    the winning message: decides the key
+//	k:c = "" @ commit time (ms)               a record: a ClaimOnce's effect is durable
+//	                                          (and every key's, while a peer needs it)
 //	dedupe#PIPELINE#~j#SS#NONCE#SEQ          a batch's journal row (Restart)
 //	k:j = 8-byte hashes @ the batch's latest time
 //	dedupe#PIPELINE#~journal                 the journal's marker
@@ -128,8 +182,10 @@
 // A claimed key is held until Commit or Release. A second Claim of it
 // waits (bounded by its ctx): if the first commits, the second is a
 // duplicate; if it releases (its row could not be written, or the stop
-// came first), the second looks again and may take the key. A failed
-// Commit keeps the hold until it is retried with success or released. A
+// came first), the second looks again and finds the claim: a duplicate,
+// or, for a delivery of the same message, it resumes. A failed record
+// (ClaimOnce's Commit) keeps the hold until it is retried with success or
+// released. A
 // Claim that reads the catalog holds the key during
 // the read, so concurrent deliveries of one key cost one read.
 //
@@ -173,11 +229,11 @@
 //
 // # Guarantees
 //
-//   - A key committed within the window is a duplicate: the filters hold
-//     every key this process committed within the window, and keys
-//     committed before the start once the rebuild is done; until then the
-//     catalog answers.
-//   - A key with no record younger than the window is new; a false
+//   - A key claimed within the window is decided: the filters hold every
+//     key this process claimed within the window, and keys claimed before
+//     the start, or by other processes, once the rebuild is done; until
+//     then, and while not alone, the catalog answers.
+//   - A key with no claim or record younger than the window is new; a false
 //     positive of the filters costs one catalog read, never a wrong answer.
 //   - Of concurrent Claims of one key, at most one holds it at a time.
 //   - Claims, Commits and Releases are safe for concurrent use.
@@ -186,10 +242,10 @@
 //     names. What is not covered: a claim older than the window (a holder
 //     stalled for longer than dedupe.window) no longer stops a rival, as a
 //     duplicate arriving after the window is new.
-//   - A Commit whose record write fails keeps the key held while the
-//     pipeline retries it, so a delivery of the same key waiting meanwhile
-//     stays waiting. If the pipeline gives up (shutdown) it releases the
-//     key; the message is nacked, and its redelivery rewrites its row.
+//   - A ClaimOnce's Commit whose record write fails keeps the key held
+//     while the pipeline retries it, so a delivery of the same key waiting
+//     meanwhile stays waiting. If the pipeline gives up (shutdown) it
+//     releases the key; the message is nacked, and its redelivery resumes.
 //
 // # Errors
 //

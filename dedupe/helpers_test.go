@@ -182,7 +182,7 @@ func (s *memStore) setClaimLocked(row, winner string, at bigtable.Timestamp) {
 func (s *memStore) claimIf(_ context.Context, row, winner string, at, since bigtable.Timestamp) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.stateLocked(row, since); st.recorded || st.decide(winner) == taken {
+	if st := s.stateLocked(row, since); st.recorded || len(st.claimants) > 0 {
 		return true, nil
 	}
 	s.setClaimLocked(row, winner, at)
@@ -199,8 +199,14 @@ func (s *memStore) unclaim(_ context.Context, row, winner string) error {
 func (s *memStore) scan(_ context.Context, rng bigtable.RowRange, since bigtable.Timestamp, fn func(string, bigtable.Timestamp) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range slices.Sorted(maps.Keys(s.rows)) { // in row order, as Bigtable
-		if at := s.rows[r]; rng.Contains(r) && at >= since && !fn(r, at) {
+	latest := maps.Clone(s.rows) // a row's latest record or claim
+	for r, ws := range s.claims {
+		for _, at := range ws {
+			latest[r] = max(latest[r], at)
+		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(latest)) { // in row order, as Bigtable
+		if at := latest[r]; rng.Contains(r) && at >= since && !fn(r, at) {
 			return nil
 		}
 	}
@@ -289,6 +295,16 @@ func claimNew(t testing.TB, d *Keys, key string) Claim {
 	return c
 }
 
+// claimOnceNew claims key with ClaimOnce for message msg; key must be new.
+func claimOnceNew(t testing.TB, d *Keys, key, msg string) Claim {
+	t.Helper()
+	c, dup, err := d.ClaimOnce(context.Background(), key, msg)
+	if err != nil || dup || c.Resumed() {
+		t.Fatalf("ClaimOnce(%q) = dup %v, resumed %v, err %v; want a new key", key, dup, c.Resumed(), err)
+	}
+	return c
+}
+
 // commitNew claims and commits key, which must be new.
 func commitNew(t testing.TB, d *Keys, key string) {
 	t.Helper()
@@ -329,14 +345,16 @@ func commitRange(t testing.TB, d *Keys, from, to int) {
 
 // isDup claims key and reports whether it is a duplicate; a new key is
 // released again.
+// isDup reports whether a new delivery of key would be a duplicate, with
+// Resume: it writes nothing, so the key stays new for the next look.
 func isDup(t testing.TB, d *Keys, key string) bool {
 	t.Helper()
-	c, dup, err := d.Claim(context.Background(), key, delivery())
+	c, dup, err := d.Resume(context.Background(), key, delivery())
 	if err != nil {
-		t.Fatalf("Claim(%q): %v", key, err)
+		t.Fatalf("Resume(%q): %v", key, err)
 	}
-	if !dup {
-		c.Release()
+	if c.Held() {
+		t.Fatalf("Resume(%q) of a new delivery holds the key", key)
 	}
 	return dup
 }

@@ -37,11 +37,20 @@ const (
 	journalHashBytes = 8
 )
 
-// MemberTag ends the member ID of every process that journals its catalog
-// writes (app appends it to members.NewID). A live peer whose ID lacks it
-// runs an earlier version, whose writes the journal misses: while one is
-// seen, the marker moves ahead, and rebuilds scan the catalog.
-const MemberTag = "+j1"
+// MemberTag ends the member ID of every process of this version (app
+// appends it to members.NewID): it journals its catalog writes, and its
+// claims decide their keys (Commit writes no record). It ends in
+// JournalTag, so that a process of the version before, which journals and
+// checks for JournalTag alone, takes it for one that journals.
+//
+// A live peer whose ID lacks JournalTag runs a version whose writes the
+// journal misses: while one is seen, the marker moves ahead, and rebuilds
+// scan the catalog. One whose ID lacks MemberTag waits, as a rival, for a
+// record: while one is seen, Commit writes records for every key.
+const (
+	MemberTag  = "+c" + JournalTag
+	JournalTag = "+j1"
+)
 
 // sinceRefresh is how often Run writes the marker again, carrying its
 // value forward: the family's max-age rule would otherwise collect it.

@@ -2,7 +2,6 @@ package dedupe
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,12 +122,13 @@ func TestTheStoresConditionalClaimLetsOneThrough(t *testing.T) {
 	}
 }
 
-// TestACrashBetweenRowAndRecordLetsOnlyTheWinnerFinish: the process that
-// won a key dies after its claim (and perhaps its row), before the record.
-// A rival delivery of the key waits; the winner's redelivery, in another
-// process, finishes the job; then the rival is a duplicate. Both for a
-// process alone (a restart) and for replicas sharing the catalog.
-func TestACrashBetweenRowAndRecordLetsOnlyTheWinnerFinish(t *testing.T) {
+// TestACrashAfterTheClaimLetsOnlyTheWinnerFinish: the process that won a
+// key dies after its claim (and perhaps its row), before its ack. A rival
+// delivery of the key is a duplicate at once: the winner was not acked and
+// comes back; the winner's redelivery, in another process, resumes the
+// claim and finishes the job. Both for a process alone (a restart) and for
+// replicas sharing the catalog.
+func TestACrashAfterTheClaimLetsOnlyTheWinnerFinish(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		m    func() Membership
@@ -143,14 +143,12 @@ func TestACrashBetweenRowAndRecordLetsOnlyTheWinnerFinish(t *testing.T) {
 			// crashed dies here: no Commit, no Release.
 
 			next := process(t, s, mode.m()) // the restart, or another replica
-			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			defer cancel()
-			if _, _, err := next.Claim(wctx, "k", "m2"); !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("the rival's claim = %v; want it to wait for the winner", err)
+			if c, dup, err := next.Claim(ctx, "k", "m2"); err != nil || !dup {
+				t.Fatalf("the rival's claim = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
 			}
 			c, dup, err := next.Claim(ctx, "k", "m1") // the winner, redelivered
-			if err != nil || dup {
-				t.Fatalf("the winner's redelivery: dup %v, %v; want the key", dup, err)
+			if err != nil || dup || !c.Resumed() {
+				t.Fatalf("the winner's redelivery: dup %v, resumed %v, %v; want it to resume the key", dup, c.Resumed(), err)
 			}
 			if err := c.Commit(ctx); err != nil {
 				t.Fatal(err)
@@ -162,10 +160,11 @@ func TestACrashBetweenRowAndRecordLetsOnlyTheWinnerFinish(t *testing.T) {
 	}
 }
 
-// TestAReleasedClaimFreesTheKeyForARival: a winner that gives the key up
-// (its row was rejected, or it was late) deletes its claim, and a rival in
-// another process takes the key.
-func TestAReleasedClaimFreesTheKeyForARival(t *testing.T) {
+// TestAReleasedClaimStillDecidesTheKey: a winner that gives its hold up
+// (a stop, a write that kept failing: the message is nacked) leaves its
+// claim: a rival in another process is a duplicate, and the winner's
+// redelivery resumes.
+func TestAReleasedClaimStillDecidesTheKey(t *testing.T) {
 	s := btStore{table: bttestClient(t).Open(testTable)}
 	ctx := context.Background()
 	a, b := process(t, s, sharedView()), process(t, s, sharedView())
@@ -174,13 +173,14 @@ func TestAReleasedClaimFreesTheKeyForARival(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Release()
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c2, dup, err := b.Claim(wctx, "k", "m2")
-	if err != nil || dup {
-		t.Fatalf("the rival after the release: dup %v, %v; want the key", dup, err)
+	if c2, dup, err := b.Claim(ctx, "k", "m2"); err != nil || !dup {
+		t.Fatalf("the rival after the release: held %v, dup %v, %v; want a duplicate", c2.Held(), dup, err)
 	}
-	c2.Release()
+	c3, dup, err := b.Claim(ctx, "k", "m1")
+	if err != nil || dup || !c3.Resumed() {
+		t.Fatalf("the winner's redelivery after the release: dup %v, resumed %v, %v; want it to resume", dup, c3.Resumed(), err)
+	}
+	c3.Release()
 }
 
 // lostReply applies a conditional claim and then loses its reply.
@@ -198,10 +198,69 @@ func TestALostReplyIsReadBack(t *testing.T) {
 	s := btStore{table: bttestClient(t).Open(testTable)}
 	d := process(t, lostReply{s}, sharedView())
 	c, dup, err := d.Claim(context.Background(), "k", "m1")
-	if err != nil || dup {
-		t.Fatalf("Claim with a lost reply = dup %v, %v; want the key, read back", dup, err)
+	if err != nil || dup || c.Resumed() {
+		t.Fatalf("Claim with a lost reply = dup %v, resumed %v, %v; want the key, read back, as a new claim", dup, c.Resumed(), err)
 	}
 	c.Release()
+}
+
+// TestResumeHoldsOnlyWhatTheMessageClaimed: Resume, which the pipeline asks
+// for a late message, holds a key only if the message claimed it before,
+// answers a duplicate if another did, and writes nothing for a key nobody
+// claimed. Alone and shared.
+func TestResumeHoldsOnlyWhatTheMessageClaimed(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		m    func() Membership
+	}{{"alone", func() Membership { return aloneView() }}, {"shared", func() Membership { return sharedView() }}} {
+		t.Run(mode.name, func(t *testing.T) {
+			cs := &countingStore{store: btStore{table: bttestClient(t).Open(testTable)}}
+			ctx := context.Background()
+			d := process(t, cs, mode.m())
+			c, dup, err := d.Resume(ctx, "free", "m1")
+			if err != nil || dup || c.Held() {
+				t.Fatalf("Resume of a key nobody claimed = held %v, dup %v, %v; want neither", c.Held(), dup, err)
+			}
+			if n := cs.claimRows.Load(); n != 0 {
+				t.Fatalf("Resume wrote %d claims", n)
+			}
+			first, _, err := d.Claim(ctx, "k", "m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.Release()
+			if c, dup, err := d.Resume(ctx, "k", "m2"); err != nil || !dup {
+				t.Fatalf("Resume by a rival = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
+			}
+			c, dup, err = d.Resume(ctx, "k", "m1")
+			if err != nil || dup || !c.Held() || !c.Resumed() {
+				t.Fatalf("Resume by the winner = held %v, resumed %v, dup %v, %v; want the key, resumed", c.Held(), c.Resumed(), dup, err)
+			}
+			c.Release()
+		})
+	}
+}
+
+// TestARowSaysWhatADeliveryIs: the first claim decides; a record (a
+// dead-letter copy's, or an earlier version's) is a duplicate for anyone;
+// a claim of this message beside another's is an untrusted claim being
+// withdrawn: look again.
+func TestARowSaysWhatADeliveryIs(t *testing.T) {
+	for _, c := range []struct {
+		row  rowState
+		want outcome
+	}{
+		{rowState{}, free},
+		{rowState{claimants: []string{"m1"}}, mine},
+		{rowState{claimants: []string{"m2"}}, seen},
+		{rowState{claimants: []string{"m1", "m2"}}, taken},
+		{rowState{recorded: true, claimants: []string{"m1"}}, seen},
+		{rowState{recorded: true}, seen},
+	} {
+		if got := c.row.decide("m1"); got != c.want {
+			t.Errorf("%+v.decide(m1) = %d, want %d", c.row, got, c.want)
+		}
+	}
 }
 
 // rivalFirst lets a rival process claim the key conditionally, and ends
@@ -220,7 +279,8 @@ func (s rivalFirst) put(ctx context.Context, cells []cell) ([]error, error) {
 // TestAFastPathClaimConfirmedTooLateIsNotTrusted: a process alone writes
 // its claim unconditionally; a newcomer claims the key conditionally
 // first, and the process's fast path closes before the write returns. The
-// process must not take the key: it finds the newcomer's claim and waits.
+// process must not take the key: it finds the newcomer's claim, withdraws
+// its own and is a duplicate.
 func TestAFastPathClaimConfirmedTooLateIsNotTrusted(t *testing.T) {
 	s := btStore{table: bttestClient(t).Open(testTable)}
 	ctx := context.Background()
@@ -237,19 +297,18 @@ func TestAFastPathClaimConfirmedTooLateIsNotTrusted(t *testing.T) {
 			view.set(members.View{Joined: true}) // the old process saw the newcomer
 		})
 	}}, view)
-	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if c, dup, err := old.Claim(wctx, "k", "m1"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the old process's claim = held %v, dup %v, %v; want it to wait for the newcomer's claim", c.Held(), dup, err)
+	if c, dup, err := old.Claim(ctx, "k", "m1"); err != nil || !dup {
+		t.Fatalf("the old process's claim = held %v, dup %v, %v; want a duplicate of the newcomer's claim", c.Held(), dup, err)
 	}
 	if st := old.Stats(); st.Upgrades != 1 {
 		t.Fatalf("stats %+v; want one fast-path claim upgraded", st)
 	}
+	sts, err := s.read(ctx, []string{old.cat.row(idOf("k"), hashOf("k"))}, 0)
+	if err != nil || len(sts[0].claimants) != 1 || sts[0].claimants[0] != "m2" {
+		t.Fatalf("the row's claims %+v, %v; want the newcomer's alone (the untrusted one withdrawn)", sts, err)
+	}
 	if err := rival.Commit(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if _, dup, err := old.Claim(ctx, "k", "m1"); err != nil || !dup {
-		t.Fatalf("after the newcomer committed: dup %v, %v; want a duplicate", dup, err)
 	}
 }
 
@@ -268,5 +327,96 @@ func TestTheFastPathEndsByTheProcessClock(t *testing.T) {
 	}
 	if err := c.Commit(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClaimOnceWritesOnlyItsRecord: a key only one message can have (its
+// message ID) gets no claim: Commit writes the record, the one state
+// write, and the message's redelivery is then a duplicate. Shared, the
+// lookup is a batched read, not a conditional mutation.
+func TestClaimOnceWritesOnlyItsRecord(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		m    func() Membership
+	}{{"alone", func() Membership { return aloneView() }}, {"shared", func() Membership { return sharedView() }}} {
+		t.Run(mode.name, func(t *testing.T) {
+			cs := &countingStore{store: btStore{table: bttestClient(t).Open(testTable)}}
+			ctx := context.Background()
+			d := process(t, cs, mode.m())
+			c, dup, err := d.ClaimOnce(ctx, "m1", "m1")
+			if err != nil || dup || !c.Held() {
+				t.Fatalf("ClaimOnce of a new key = held %v, dup %v, %v", c.Held(), dup, err)
+			}
+			if err := c.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if claims, recs := cs.claimRows.Load(), cs.writeRows.Load(); claims != 0 || recs != 1 {
+				t.Fatalf("%d claims and %d records written; want the record alone", claims, recs)
+			}
+			if st := d.Stats(); st.ConditionalClaims != 0 {
+				t.Fatalf("%d conditional claims; want none", st.ConditionalClaims)
+			}
+			if c, dup, err := d.ClaimOnce(ctx, "m1", "m1"); err != nil || !dup {
+				t.Fatalf("the redelivery's ClaimOnce = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
+			}
+		})
+	}
+}
+
+// gatedReads holds every catalog read until gate is closed.
+type gatedReads struct {
+	store
+	gate chan struct{}
+}
+
+func (s gatedReads) read(ctx context.Context, rows []string, since bigtable.Timestamp) ([]rowState, error) {
+	<-s.gate
+	return s.store.read(ctx, rows, since)
+}
+
+// TestAWinnerWaitingBehindItsRivalResumes: after a crash, a process gets
+// the winner's redelivery while a rival's Claim of the key is reading the
+// catalog. The winner waits for the rival's hold in this process; the
+// rival finds the winner's claim and is a duplicate; the winner then
+// resumes its claim: the rival's answer is not the winner's (a regression:
+// waiters were told "committed" and the winner was dropped as a
+// duplicate, its rows never written).
+func TestAWinnerWaitingBehindItsRivalResumes(t *testing.T) {
+	s := btStore{table: bttestClient(t).Open(testTable)}
+	ctx := context.Background()
+	crashed := process(t, s, aloneView())
+	if _, dup, err := crashed.Claim(ctx, "k", "m1"); err != nil || dup {
+		t.Fatalf("first claim: %v, %v", dup, err)
+	}
+	gate := make(chan struct{})
+	next := newTest(t, gatedReads{store: s, gate: gate}, realClock(), Config{Members: aloneView()}, false)
+	rival := make(chan bool, 1)
+	go func() {
+		_, dup, err := next.Claim(ctx, "k", "m2")
+		if err != nil {
+			t.Error(err)
+		}
+		rival <- dup
+	}()
+	for deadline := time.Now().Add(5 * time.Second); next.Stats().KeysInFlight == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rival's Claim never held the key")
+		}
+	}
+	winner := make(chan Claim, 1)
+	go func() {
+		c, dup, err := next.Claim(ctx, "k", "m1")
+		if err != nil || dup {
+			t.Errorf("the winner's redelivery = dup %v, %v; want it to resume", dup, err)
+		}
+		winner <- c
+	}()
+	time.Sleep(20 * time.Millisecond) // the winner waits behind the rival's hold
+	close(gate)
+	if !<-rival {
+		t.Fatal("the rival took the key")
+	}
+	if c := <-winner; !c.Resumed() {
+		t.Fatalf("the winner's redelivery: held %v, resumed %v; want it to resume", c.Held(), c.Resumed())
 	}
 }

@@ -410,14 +410,15 @@ func (w *watermarkSamples) check(t *testing.T, winners map[string]winner, events
 }
 
 // winner is a key's winning delivery, as its catalog row names it, and
-// when its record was committed.
+// when it claimed the key (before its row was written: a lower bound of
+// its commit).
 type winner struct {
 	messageID string
 	committed time.Time
 }
 
 // winners reads every catalog row of the state table: the claim cell
-// k:w/MESSAGE_ID and the record k:c.
+// k:w/MESSAGE_ID, which decides the key (there is no record).
 func (e *env) winners(cfg *config.Config) map[string]winner {
 	e.t.Helper()
 	out := map[string]winner{}
@@ -426,17 +427,15 @@ func (e *env) winners(cfg *config.Config) map[string]winner {
 		claims := 0
 		for _, c := range r[state.FamilyDedupe] {
 			q := strings.TrimPrefix(c.Column, state.FamilyDedupe+":")
-			switch {
-			case q == "c":
-				w.committed = c.Timestamp.Time()
-			case strings.HasPrefix(q, "w/"):
+			if strings.HasPrefix(q, "w/") {
 				w.messageID = strings.TrimPrefix(q, "w/")
+				w.committed = c.Timestamp.Time()
 				claims++
 			}
 		}
-		// A key with a released claim not yet deleted names two
-		// deliveries: which one won is not in the row alone.
-		if claims == 1 && !w.committed.IsZero() {
+		// An untrusted claim being withdrawn names two deliveries for a
+		// moment: which one won is not in the row alone.
+		if claims == 1 {
 			out[r.Key()] = w
 		}
 		return true

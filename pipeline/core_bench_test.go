@@ -10,18 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/bigtable/bttest"
 	"go.uber.org/zap"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/batch"
 	"github.com/pubsink/pubsink/internal/metrics"
-	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
@@ -82,7 +76,7 @@ func benchmarkCore(b *testing.B, mode string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if pc.ExactlyOnce() {
-		d := dedupe.New(bttestClient(b), zap.NewNop(), dedupe.Config{Pipeline: pc.Name, Table: "state", Window: pc.Dedupe.Window, Metrics: m})
+		d := dedupe.New(pipeline.BttestClient(b), zap.NewNop(), dedupe.Config{Pipeline: pc.Name, Table: "state", Window: pc.Dedupe.Window, Metrics: m})
 		ran := make(chan struct{})
 		go func() { defer close(ran); d.Run(ctx) }()
 		defer func() { cancel(); <-ran; d.Close(context.Background()) }()
@@ -201,45 +195,6 @@ func (s *discardSink) Write(ctx context.Context, rows []sinks.Row) error {
 
 func (s *discardSink) Close(ctx context.Context) error { return s.batcher.Close(ctx) }
 func (s *discardSink) Check(context.Context) error     { return nil }
-
-// bttestClient starts an in-process bttest with the state table and
-// returns a data client on it.
-func bttestClient(b *testing.B) *bigtable.Client {
-	b.Helper()
-	srv, err := bttest.NewServer("127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Close)
-	ctx := context.Background()
-	dial := func() *grpc.ClientConn {
-		conn, err := grpc.NewClient("passthrough:///"+srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return conn
-	}
-	admin, err := bigtable.NewAdminClient(ctx, "bench", "bench", option.WithGRPCConn(dial()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer admin.Close()
-	if err := admin.CreateTable(ctx, "state"); err != nil {
-		b.Fatal(err)
-	}
-	for _, f := range state.Families(time.Hour) {
-		if err := admin.CreateColumnFamily(ctx, "state", f.Name); err != nil {
-			b.Fatal(err)
-		}
-	}
-	client, err := bigtable.NewClientWithConfig(ctx, "bench", "bench",
-		bigtable.ClientConfig{MetricsProvider: bigtable.NoopMetricsProvider{}}, option.WithGRPCConn(dial()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { client.Close() })
-	return client
-}
 
 // processCPU is the user and system time of this process so far.
 func processCPU() time.Duration {

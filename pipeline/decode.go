@@ -11,4 +11,7 @@ import (
 type record struct {
 	mapping.Result
 	reason deadletter.Reason
+	// resumed: the message's dedupe claim was made by an earlier delivery
+	// of it, whose rows this one writes again (counted apart).
+	resumed bool
 }

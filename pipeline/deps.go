@@ -87,13 +87,22 @@ type Mapper interface {
 
 // Deduper claims dedupe keys (package dedupe).
 type Deduper interface {
-	// Claim reports whether key was committed within the window (dup). If
-	// not, the caller holds key until it calls Commit or Release on the
-	// returned Claim; a concurrent Claim of the same key waits for that.
-	// Errors are transient (the catalog could not be read) or ctx's.
-	// winner is the delivery's message ID, which the claim names so that a
-	// redelivery of it, in any process, can finish what it began.
+	// Claim decides which message key belongs to: the first claim within
+	// the window names winner (the delivery's message ID, the same in every
+	// redelivery). A key another message claimed is a duplicate (dup);
+	// otherwise the caller holds key until it calls Commit or Release on
+	// the returned Claim (Resumed when an earlier delivery of winner had
+	// claimed it: its rows are written again); a concurrent Claim of the
+	// same key waits for that. Errors are transient (the catalog could not
+	// be read) or ctx's.
 	Claim(ctx context.Context, key, winner string) (c dedupe.Claim, dup bool, err error)
+	// ClaimOnce is Claim for a key only winner's message can have (its
+	// message ID, its dead-letter copy's key): no claim; Commit records
+	// the key, and a redelivery of winner after it is a duplicate.
+	ClaimOnce(ctx context.Context, key, winner string) (c dedupe.Claim, dup bool, err error)
+	// Resume holds key only if winner claimed it already, reports dup if
+	// another message did, and neither (writing nothing) if nobody did.
+	Resume(ctx context.Context, key, winner string) (c dedupe.Claim, dup bool, err error)
 	// Run rebuilds the filters, then keeps them rotating.
 	Runner
 	// Close flushes the catalog records still queued.

@@ -19,8 +19,10 @@
 // # Guarantees
 //
 //   - Every delivery ends in exactly one Outcome; only Retry nacks.
-//   - Order of effects: row durable in the sink, then the dedupe record,
-//     then the ack. A message is dead-lettered only for bad input, a late
+//   - Order of effects: in exactly_once mode the dedupe key's claim (which
+//     decides the key: package dedupe), then the rows durable in the sink,
+//     then the ack. A redelivery of the message resumes its claim and
+//     writes the same cells again (counted in resumed). A message is dead-lettered only for bad input, a late
 //     event under late_data: dead_letter, or a sink's proven rejection, and
 //     acked only after the dead-letter output confirmed the copy.
 //     In exactly_once mode the copy is claimed under its own dedupe key
@@ -58,7 +60,10 @@
 //	map            row key, a cell or a row over sinks.Limits    too_large (before any write)
 //	map            no rows (when false, empty lists)             committed, nothing written
 //	late check     event time < watermark - allowed_lateness     late (late_data: dead_letter);
-//	                                                             written (accept); acked, counted (drop)
+//	(before dedupe)                                              written (accept); acked, counted (drop);
+//	                                                             exactly_once, drop and dead_letter: a
+//	                                                             duplicate if another message claimed the
+//	                                                             key, written if its own message did
 //	dedupe claim   catalog unreadable                            retry
 //	sink           any row of the message refused, as below      sink_rejected, the cause naming the row
 //	sink, before   key over 4 KiB, cell over 100 MiB, row over   sink_rejected (too_large first when
@@ -78,7 +83,6 @@
 //	sink entry     the same while the probe fails (a family      retry, whenever it happens, however many
 //	               dropped, a table recreated without it,        writes succeeded before; readiness fails
 //	               never created)                                naming the family; error log
-//	dedupe commit  catalog write fails                           retry (redelivery rewrites the same cells)
 //	dead letter    Send fails: topic deleted (NotFound),         retry for DeadLetterWait (1 min), or
 //	               PermissionDenied, Unavailable, table or file  until shutdown_timeout after a stop; then
 //	               error, fsync error, output closed             nack, and Pub/Sub redelivers: never acked

@@ -91,7 +91,7 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 	p.inFlight.remove(slot)
 	p.deps.Metrics.InFlight.Dec()
 	out = p.finish(ctx, m, r, out)
-	r.reason = ""
+	r.reason, r.resumed = "", false
 	records.Put(r) // Map resets the rest; nothing keeps r (the sink copies what it batches)
 	return out.Ack()
 }
@@ -167,55 +167,67 @@ func (p *Pipeline) write(ctx context.Context, r *record) error {
 	return p.deps.Sink.Write(ctx, r.Rows)
 }
 
-// processClaimed is the rest of process in exactly_once mode: dedupe, then
-// store, then commit. The key is held from the claim until it returns:
-// Commit ends the hold on the success path, and the deferred Release (which
-// does nothing after Commit) on every other.
+// processClaimed is the rest of process in exactly_once mode: the late
+// check, dedupe, the write, then the end of the hold. The key is held from
+// the claim until it returns: Commit ends the hold on the success path,
+// and the deferred Release (which does nothing after Commit) on every
+// other; the claim itself stays either way (it decided the key).
+//
+// Lateness is judged before the claim, so that a claim means "on time": a
+// late message under late_data drop or dead_letter claims nothing and only
+// looks (Resume) whether its key was decided already. Another message's
+// claim makes it a duplicate; its own (an earlier delivery was on time and
+// claimed the key, then crashed, was nacked or lost its ack) makes it
+// finish that delivery's work, however far the watermark has moved since.
 func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *record) Outcome {
+	late := p.isLate(r.EventTime) && p.cfg.Watermark.LateData != config.LateAccept
+	claimKey := p.deps.Dedupe.Claim
+	switch {
+	case late:
+		claimKey = p.deps.Dedupe.Resume
+	case p.keyIsMessageID():
+		// No other message can have the key: no claim, and the record
+		// after the rows makes a redelivery a duplicate.
+		claimKey = p.deps.Dedupe.ClaimOnce
+	}
 	var claim dedupe.Claim
 	defer func() { claim.Release() }() // a closure: claim is set below
 	var dup bool
 	err := p.retry.Do(ctx, transient(ctx), func() (err error) {
-		claim, dup, err = p.deps.Dedupe.Claim(ctx, r.Key, m.ID)
+		claim, dup, err = claimKey(ctx, r.Key, m.ID)
 		return err
 	}, p.logRetry(m, "dedupe lookup"))
-	if err != nil {
+	switch {
+	case err != nil:
 		return Retry
-	}
-	if dup {
+	case dup:
 		return Duplicate
-	}
-	if out := p.store(ctx, m, r); out != Committed || !claim.Held() {
+	case late && !claim.Held():
+		out, _ := p.late(ctx, m, r)
 		return out
+	case !late && p.isLate(r.EventTime):
+		p.deps.Metrics.Late.Inc() // late_data: accept
 	}
-	// The row is durable; now the key. If recording it fails for good, the
-	// message is redelivered and rewrites the same cells: harmless.
-	err = p.retry.Do(ctx, transient(ctx), func() error {
-		return claim.Commit(ctx)
-	}, p.logRetry(m, "dedupe commit"))
-	if err != nil {
+	r.resumed = claim.Resumed()
+	if err := p.write(ctx, r); err != nil {
+		if out := p.writeFailed(ctx, m, r, err); out != Committed {
+			return out
+		}
+	}
+	// The rows are durable. A claim decided the key already, so its Commit
+	// writes nothing: it tells the deliveries of the key waiting in this
+	// process that they are duplicates; ClaimOnce's writes the record.
+	if err := claim.Commit(ctx); err != nil {
 		return Retry
 	}
 	return Committed
 }
 
-// store is the late check and the write of exactly_once mode (process does
-// the same in place in at_least_once mode): Committed once the row is
-// durable in the sink; its key is still to be committed.
-//
-// Lateness is judged after dedupe: a redelivery of a committed message is a
-// duplicate, however far the watermark has moved since.
-func (p *Pipeline) store(ctx context.Context, m *source.Message, r *record) Outcome {
-	if p.isLate(r.EventTime) {
-		if out, done := p.late(ctx, m, r); done {
-			return out
-		}
-	}
-	// The first attempt is a plain call; only a failure enters the retries.
-	if err := p.write(ctx, r); err != nil {
-		return p.writeFailed(ctx, m, r, err)
-	}
-	return Committed
+// keyIsMessageID reports whether the dedupe key is the message ID (no
+// source.id_attribute, no source.id_template): then only one message can
+// have a key.
+func (p *Pipeline) keyIsMessageID() bool {
+	return p.cfg.Source.IDAttribute == "" && p.cfg.Source.IDTemplate == ""
 }
 
 // late counts a late message and applies late_data to it: it returns the
@@ -300,7 +312,7 @@ func (p *Pipeline) deadLetter(ctx context.Context, m *source.Message, r *record,
 	if p.deps.Dedupe != nil {
 		var dup bool
 		err := p.retry.Do(ctx, transient(ctx), func() (err error) {
-			claim, dup, err = p.deps.Dedupe.Claim(ctx, deadLetterKey(m.ID), m.ID)
+			claim, dup, err = p.deps.Dedupe.ClaimOnce(ctx, deadLetterKey(m.ID), m.ID)
 			return err
 		}, p.logRetry(m, "dead-letter claim"))
 		if err != nil {
@@ -386,6 +398,9 @@ func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out
 		mt.Retried.Inc()
 	case Committed:
 		mt.Committed.Inc()
+		if r.resumed {
+			mt.Resumed.Inc()
+		}
 		mt.Rows.Add(float64(len(r.Rows)))
 		mt.CommitLatency.Observe(time.Since(m.PublishTime).Seconds())
 	case Duplicate:

@@ -133,6 +133,23 @@ func (d *fakeDedupe) Claim(_ context.Context, key, winner string) (dedupe.Claim,
 	return dedupe.NewClaim(d, key, d.tokens), false, nil
 }
 
+// ClaimOnce is Claim: the fake records every commit.
+func (d *fakeDedupe) ClaimOnce(ctx context.Context, key, winner string) (dedupe.Claim, bool, error) {
+	return d.Claim(ctx, key, winner)
+}
+
+// Resume answers a committed key as a duplicate and holds nothing else:
+// the fake keeps no claims apart from commits.
+func (d *fakeDedupe) Resume(_ context.Context, key, winner string) (dedupe.Claim, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.winners = append(d.winners, winner)
+	if d.claimErr != nil {
+		return dedupe.Claim{}, false, d.claimErr
+	}
+	return dedupe.Claim{}, d.committed[key], nil
+}
+
 func (d *fakeDedupe) Commit(_ context.Context, key string, token uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -627,15 +644,19 @@ func TestLateRedeliveryOfACommittedMessageIsADuplicate(t *testing.T) {
 	}
 }
 
-func TestLateMessageNotWrittenReleasesItsKey(t *testing.T) {
+// TestALateMessageClaimsNothing: lateness is judged before the claim, so
+// a late message under late_data drop only looks whether its key was
+// decided (Resume), and holds nothing.
+func TestALateMessageClaimsNothing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Watermark.LateData = config.LateDrop
 	dedupe := &fakeDedupe{}
 	tracker := &fakeTracker{wm: eventTime.Add(time.Hour)}
-	p, _ := newTestPipeline(t, cfg, Deps{Sink: &fakeSink{}, Dedupe: dedupe, Tracker: tracker})
+	sink := &fakeSink{}
+	p, m := newTestPipeline(t, cfg, Deps{Sink: sink, Dedupe: dedupe, Tracker: tracker})
 	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
-	if dedupe.released != 1 || len(dedupe.committed) != 0 {
-		t.Fatalf("released=%d committed=%v; a dropped message must release its key", dedupe.released, dedupe.committed)
+	if dedupe.tokens != 0 || len(dedupe.committed) != 0 || len(sink.rows) != 0 || metrics.Value(m.Dropped) != 1 {
+		t.Fatalf("claims %d, committed %v, rows %v, dropped %v; want a drop that claims nothing", dedupe.tokens, dedupe.committed, sink.rows, metrics.Value(m.Dropped))
 	}
 }
 
@@ -671,7 +692,7 @@ func TestEveryOutcomeEndsTheHold(t *testing.T) {
 		{"committed: recorded, not released", nil, time.Time{}, true, 1, 0},
 		{"sink rejection: dead-lettered, its row's key released, its copy's recorded", rejected, time.Time{}, true, 1, 1},
 		{"outage until shutdown: nacked and released", unavailable, time.Time{}, false, 0, 1},
-		{"late: dropped and released", nil, eventTime.Add(time.Hour), true, 0, 1},
+		{"late: dropped, nothing claimed", nil, eventTime.Add(time.Hour), true, 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,8 +17,12 @@ type Status struct {
 	Mode      string `json:"mode"`
 	Receiving bool   `json:"receiving"`
 
-	Received     int64            `json:"received"`
-	Committed    int64            `json:"committed"`
+	Received  int64 `json:"received"`
+	Committed int64 `json:"committed"`
+	// Resumed counts the committed deliveries that resumed their message's
+	// claim, made by an earlier delivery of it: committed − resumed counts
+	// each key once.
+	Resumed      int64            `json:"resumed"`
 	Duplicate    int64            `json:"duplicate"`
 	DeadLettered map[string]int64 `json:"dead_lettered"`
 	Late         int64            `json:"late"`
@@ -67,6 +71,7 @@ func (p *Pipeline) Status() Status {
 		Receiving:    p.deps.Source != nil && p.deps.Source.Receiving(),
 		Received:     int64(metrics.Value(m.Received)),
 		Committed:    int64(metrics.Value(m.Committed)),
+		Resumed:      int64(metrics.Value(m.Resumed)),
 		Duplicate:    int64(metrics.Value(m.Duplicate)),
 		Late:         int64(metrics.Value(m.Late)),
 		Dropped:      int64(metrics.Value(m.Dropped)),
