@@ -129,35 +129,30 @@ func TestTheStoresConditionalClaimLetsOneThrough(t *testing.T) {
 // claim and finishes the job. Both for a process alone (a restart) and for
 // replicas sharing the catalog.
 func TestACrashAfterTheClaimLetsOnlyTheWinnerFinish(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		m    func() Membership
-	}{{"alone", func() Membership { return aloneView() }}, {"shared", func() Membership { return sharedView() }}} {
-		t.Run(mode.name, func(t *testing.T) {
-			s := btStore{table: bttestClient(t).Open(testTable)}
-			ctx := context.Background()
-			crashed := process(t, s, mode.m())
-			if _, dup, err := crashed.Claim(ctx, "k", "m1"); err != nil || dup {
-				t.Fatalf("first claim: %v, %v", dup, err)
-			}
-			// crashed dies here: no Commit, no Release.
+	forEachMode(t, func(t *testing.T, mode func() Membership) {
+		s := btStore{table: bttestClient(t).Open(testTable)}
+		ctx := context.Background()
+		crashed := process(t, s, mode())
+		if _, dup, err := crashed.Claim(ctx, "k", "m1"); err != nil || dup {
+			t.Fatalf("first claim: %v, %v", dup, err)
+		}
+		// crashed dies here: no Commit, no Release.
 
-			next := process(t, s, mode.m()) // the restart, or another replica
-			if c, dup, err := next.Claim(ctx, "k", "m2"); err != nil || !dup {
-				t.Fatalf("the rival's claim = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
-			}
-			c, dup, err := next.Claim(ctx, "k", "m1") // the winner, redelivered
-			if err != nil || dup || !c.Resumed() {
-				t.Fatalf("the winner's redelivery: dup %v, resumed %v, %v; want it to resume the key", dup, c.Resumed(), err)
-			}
-			if err := c.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, dup, err := next.Claim(ctx, "k", "m2"); err != nil || !dup {
-				t.Fatalf("the rival after the commit: dup %v, %v; want a duplicate", dup, err)
-			}
-		})
-	}
+		next := process(t, s, mode()) // the restart, or another replica
+		if c, dup, err := next.Claim(ctx, "k", "m2"); err != nil || !dup {
+			t.Fatalf("the rival's claim = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
+		}
+		c, dup, err := next.Claim(ctx, "k", "m1") // the winner, redelivered
+		if err != nil || dup || !c.Resumed() {
+			t.Fatalf("the winner's redelivery: dup %v, resumed %v, %v; want it to resume the key", dup, c.Resumed(), err)
+		}
+		if err := c.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup, err := next.Claim(ctx, "k", "m2"); err != nil || !dup {
+			t.Fatalf("the rival after the commit: dup %v, %v; want a duplicate", dup, err)
+		}
+	})
 }
 
 // TestAReleasedClaimStillDecidesTheKey: a winner that gives its hold up
@@ -209,36 +204,31 @@ func TestALostReplyIsReadBack(t *testing.T) {
 // answers a duplicate if another did, and writes nothing for a key nobody
 // claimed. Alone and shared.
 func TestResumeHoldsOnlyWhatTheMessageClaimed(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		m    func() Membership
-	}{{"alone", func() Membership { return aloneView() }}, {"shared", func() Membership { return sharedView() }}} {
-		t.Run(mode.name, func(t *testing.T) {
-			cs := &countingStore{store: btStore{table: bttestClient(t).Open(testTable)}}
-			ctx := context.Background()
-			d := process(t, cs, mode.m())
-			c, dup, err := d.Resume(ctx, "free", "m1")
-			if err != nil || dup || c.Held() {
-				t.Fatalf("Resume of a key nobody claimed = held %v, dup %v, %v; want neither", c.Held(), dup, err)
-			}
-			if n := cs.claimRows.Load(); n != 0 {
-				t.Fatalf("Resume wrote %d claims", n)
-			}
-			first, _, err := d.Claim(ctx, "k", "m1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			first.Release()
-			if c, dup, err := d.Resume(ctx, "k", "m2"); err != nil || !dup {
-				t.Fatalf("Resume by a rival = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
-			}
-			c, dup, err = d.Resume(ctx, "k", "m1")
-			if err != nil || dup || !c.Held() || !c.Resumed() {
-				t.Fatalf("Resume by the winner = held %v, resumed %v, dup %v, %v; want the key, resumed", c.Held(), c.Resumed(), dup, err)
-			}
-			c.Release()
-		})
-	}
+	forEachMode(t, func(t *testing.T, mode func() Membership) {
+		cs := &countingStore{store: btStore{table: bttestClient(t).Open(testTable)}}
+		ctx := context.Background()
+		d := process(t, cs, mode())
+		c, dup, err := d.Resume(ctx, "free", "m1")
+		if err != nil || dup || c.Held() {
+			t.Fatalf("Resume of a key nobody claimed = held %v, dup %v, %v; want neither", c.Held(), dup, err)
+		}
+		if n := cs.claimRows.Load(); n != 0 {
+			t.Fatalf("Resume wrote %d claims", n)
+		}
+		first, _, err := d.Claim(ctx, "k", "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first.Release()
+		if c, dup, err := d.Resume(ctx, "k", "m2"); err != nil || !dup {
+			t.Fatalf("Resume by a rival = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
+		}
+		c, dup, err = d.Resume(ctx, "k", "m1")
+		if err != nil || dup || !c.Held() || !c.Resumed() {
+			t.Fatalf("Resume by the winner = held %v, resumed %v, dup %v, %v; want the key, resumed", c.Held(), c.Resumed(), dup, err)
+		}
+		c.Release()
+	})
 }
 
 // TestARowSaysWhatADeliveryIs: the first claim decides; a record (a
@@ -335,32 +325,27 @@ func TestTheFastPathEndsByTheProcessClock(t *testing.T) {
 // write, and the message's redelivery is then a duplicate. Shared, the
 // lookup is a batched read, not a conditional mutation.
 func TestClaimOnceWritesOnlyItsRecord(t *testing.T) {
-	for _, mode := range []struct {
-		name string
-		m    func() Membership
-	}{{"alone", func() Membership { return aloneView() }}, {"shared", func() Membership { return sharedView() }}} {
-		t.Run(mode.name, func(t *testing.T) {
-			cs := &countingStore{store: btStore{table: bttestClient(t).Open(testTable)}}
-			ctx := context.Background()
-			d := process(t, cs, mode.m())
-			c, dup, err := d.ClaimOnce(ctx, "m1", "m1")
-			if err != nil || dup || !c.Held() {
-				t.Fatalf("ClaimOnce of a new key = held %v, dup %v, %v", c.Held(), dup, err)
-			}
-			if err := c.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if claims, recs := cs.claimRows.Load(), cs.writeRows.Load(); claims != 0 || recs != 1 {
-				t.Fatalf("%d claims and %d records written; want the record alone", claims, recs)
-			}
-			if st := d.Stats(); st.ConditionalClaims != 0 {
-				t.Fatalf("%d conditional claims; want none", st.ConditionalClaims)
-			}
-			if c, dup, err := d.ClaimOnce(ctx, "m1", "m1"); err != nil || !dup {
-				t.Fatalf("the redelivery's ClaimOnce = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
-			}
-		})
-	}
+	forEachMode(t, func(t *testing.T, mode func() Membership) {
+		cs := &countingStore{store: btStore{table: bttestClient(t).Open(testTable)}}
+		ctx := context.Background()
+		d := process(t, cs, mode())
+		c, dup, err := d.ClaimOnce(ctx, "m1", "m1")
+		if err != nil || dup || !c.Held() {
+			t.Fatalf("ClaimOnce of a new key = held %v, dup %v, %v", c.Held(), dup, err)
+		}
+		if err := c.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if claims, recs := cs.claimRows.Load(), cs.writeRows.Load(); claims != 0 || recs != 1 {
+			t.Fatalf("%d claims and %d records written; want the record alone", claims, recs)
+		}
+		if st := d.Stats(); st.ConditionalClaims != 0 {
+			t.Fatalf("%d conditional claims; want none", st.ConditionalClaims)
+		}
+		if c, dup, err := d.ClaimOnce(ctx, "m1", "m1"); err != nil || !dup {
+			t.Fatalf("the redelivery's ClaimOnce = held %v, dup %v, %v; want a duplicate", c.Held(), dup, err)
+		}
+	})
 }
 
 // gatedReads holds every catalog read until gate is closed.
@@ -419,4 +404,10 @@ func TestAWinnerWaitingBehindItsRivalResumes(t *testing.T) {
 	if c := <-winner; !c.Resumed() {
 		t.Fatalf("the winner's redelivery: held %v, resumed %v; want it to resume", c.Held(), c.Resumed())
 	}
+}
+
+// forEachMode runs test for a process alone and for one of several.
+func forEachMode(t *testing.T, test func(t *testing.T, mode func() Membership)) {
+	t.Run("alone", func(t *testing.T) { test(t, func() Membership { return aloneView() }) })
+	t.Run("shared", func(t *testing.T) { test(t, func() Membership { return sharedView() }) })
 }

@@ -102,10 +102,7 @@ func TestBigtableMutationsOnTheEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	mutate(t, client, "orders_state", "counters")
-	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(wantMutations), "pubsink_bigtable_mutations_total"); err != nil {
-		t.Error(err)
-	}
+	checkMutations(t, m, client)
 }
 
 // TestBigtableMutationsThroughDialOptions: away from the emulator the
@@ -130,10 +127,7 @@ func TestBigtableMutationsThroughDialOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	mutate(t, client, "orders_state", "counters")
-	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(wantMutations), "pubsink_bigtable_mutations_total"); err != nil {
-		t.Error(err)
-	}
+	checkMutations(t, m, client)
 }
 
 // sentStream is a client stream that takes every message.
@@ -191,5 +185,15 @@ func BenchmarkMutateRowsSend(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = s.SendMsg(req)
+	}
+}
+
+// checkMutations makes mutate's writes through client and compares the
+// counter of m with what they are.
+func checkMutations(t *testing.T, m *Metrics, client *bigtable.Client) {
+	t.Helper()
+	mutate(t, client, "orders_state", "counters")
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(wantMutations), "pubsink_bigtable_mutations_total"); err != nil {
+		t.Error(err)
 	}
 }
