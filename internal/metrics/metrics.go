@@ -84,7 +84,7 @@ func New() *Metrics {
 		Registry:      r,
 		received:      counter("pubsink_messages_received_total", "Messages delivered by the pipeline's subscription, redeliveries included.", pl...),
 		committed:     counter("pubsink_messages_committed_total", "Messages whose row was written to the sink and whose outcome was made durable.", pl...),
-		duplicate:     counter("pubsink_messages_duplicate_total", "Messages acked without a write because their dedupe key was already committed within the window.", pl...),
+		duplicate:     counter("pubsink_messages_duplicate_total", "Messages acked without a write because their dedupe key was claimed by another message, or recorded, within the window.", pl...),
 		deadLettered:  counter("pubsink_messages_dead_lettered_total", "Messages acked after their copy was confirmed by the dead-letter output, by reason.", "pipeline", "reason"),
 		late:          counter("pubsink_messages_late_total", "Messages whose event time was behind the watermark minus the allowed lateness, whatever the late-data policy did with them.", pl...),
 		dropped:       counter("pubsink_messages_dropped_total", "Late messages acked and not written, as late_data: drop asks.", pl...),
