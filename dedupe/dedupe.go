@@ -397,9 +397,10 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 		}
 		// The claim is durable: the filters learn the key now, so that a
 		// later delivery of it in this process asks the catalog.
+		at := d.now().UnixNano()
 		d.mu.Lock()
-		d.ring.advance(d.now().UnixNano())
-		d.ring.add(h, d.now().UnixNano())
+		d.ring.advance(at)
+		d.ring.add(h, at)
 		d.mu.Unlock()
 		return Claim{holder: d, key: key, token: token, resumed: out == mine}, false, nil
 	}

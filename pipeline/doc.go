@@ -83,6 +83,7 @@
 //	sink entry     the same while the probe fails (a family      retry, whenever it happens, however many
 //	               dropped, a table recreated without it,        writes succeeded before; readiness fails
 //	               never created)                                naming the family; error log
+//	dedupe commit  the record (message-ID keys, compat) fails     retry (redelivery rewrites the same cells)
 //	dead letter    Send fails: topic deleted (NotFound),         retry for DeadLetterWait (1 min), or
 //	               PermissionDenied, Unavailable, table or file  until shutdown_timeout after a stop; then
 //	               error, fsync error, output closed             nack, and Pub/Sub redelivers: never acked

@@ -180,7 +180,8 @@ func (p *Pipeline) write(ctx context.Context, r *record) error {
 // claimed the key, then crashed, was nacked or lost its ack) makes it
 // finish that delivery's work, however far the watermark has moved since.
 func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *record) Outcome {
-	late := p.isLate(r.EventTime) && p.cfg.Watermark.LateData != config.LateAccept
+	isLate := p.isLate(r.EventTime) // read once: the watermark moves meanwhile
+	late := isLate && p.cfg.Watermark.LateData != config.LateAccept
 	claimKey := p.deps.Dedupe.Claim
 	switch {
 	case late:
@@ -205,7 +206,7 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 	case late && !claim.Held():
 		out, _ := p.late(ctx, m, r)
 		return out
-	case !late && p.isLate(r.EventTime):
+	case isLate && !late:
 		p.deps.Metrics.Late.Inc() // late_data: accept
 	}
 	r.resumed = claim.Resumed()
@@ -216,8 +217,13 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 	}
 	// The rows are durable. A claim decided the key already, so its Commit
 	// writes nothing: it tells the deliveries of the key waiting in this
-	// process that they are duplicates; ClaimOnce's writes the record.
-	if err := claim.Commit(ctx); err != nil {
+	// process that they are duplicates; ClaimOnce's writes the record,
+	// which is retried like any catalog write. If it fails for good, the
+	// message is redelivered and rewrites the same cells: harmless.
+	err = p.retry.Do(ctx, transient(ctx), func() error {
+		return claim.Commit(ctx)
+	}, p.logRetry(m, "dedupe commit"))
+	if err != nil {
 		return Retry
 	}
 	return Committed

@@ -111,8 +111,11 @@ type fakeDedupe struct {
 	tokens    uint64
 	released  int
 	commitErr error
-	claimErr  error    // every Claim fails with it (the catalog unreadable)
-	winners   []string // the winners Claim was asked for
+	// commitFails, when positive, makes only the first that many Commits
+	// fail with commitErr; 0: every Commit fails with it (when set).
+	commitFails, failedCommits int
+	claimErr                   error    // every Claim fails with it (the catalog unreadable)
+	winners                    []string // the winners Claim was asked for
 }
 
 func (d *fakeDedupe) Claim(_ context.Context, key, winner string) (dedupe.Claim, bool, error) {
@@ -156,7 +159,8 @@ func (d *fakeDedupe) Commit(_ context.Context, key string, token uint64) error {
 	if d.held[key] != token {
 		return errors.New("fake dedupe: commit of a key not held")
 	}
-	if d.commitErr != nil {
+	if d.commitErr != nil && (d.commitFails == 0 || d.failedCommits < d.commitFails) {
+		d.failedCommits++
 		return d.commitErr
 	}
 	if d.committed == nil {
@@ -657,6 +661,25 @@ func TestALateMessageClaimsNothing(t *testing.T) {
 	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
 	if dedupe.tokens != 0 || len(dedupe.committed) != 0 || len(sink.rows) != 0 || metrics.Value(m.Dropped) != 1 {
 		t.Fatalf("claims %d, committed %v, rows %v, dropped %v; want a drop that claims nothing", dedupe.tokens, dedupe.committed, sink.rows, metrics.Value(m.Dropped))
+	}
+}
+
+// TestATransientCommitFailureIsRetried: a key's record (message-ID keys,
+// ClaimOnce) that fails once is written on the retry, and the message is
+// acked, not nacked for a redelivery.
+func TestATransientCommitFailureIsRetried(t *testing.T) {
+	cfg := testConfig()
+	cfg.Source.IDAttribute = "" // the key is the message ID: ClaimOnce, whose Commit writes
+	sink := &fakeSink{}
+	dedupe := &fakeDedupe{commitErr: status.Error(codes.Unavailable, "catalog blip"), commitFails: 1}
+	p, m := newTestPipeline(t, cfg, Deps{Sink: sink, Dedupe: dedupe})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !p.Handle(ctx, order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("a message whose record failed once was nacked")
+	}
+	if len(dedupe.committed) != 1 || metrics.Value(m.Committed) != 1 {
+		t.Fatalf("committed keys %v, committed %v; want the key recorded on the retry", dedupe.committed, metrics.Value(m.Committed))
 	}
 }
 
