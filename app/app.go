@@ -93,6 +93,10 @@ type App struct {
 	metrics   *metrics.Metrics
 	pubsub    *pubsub.Client
 	ownPubSub bool
+	// streams follows the StreamingPull streams of the client the App
+	// opened (nil with Options.PubSub): a break of a main subscription's
+	// streams holds its watermark's startup guard (watermark.Config.MainStreams).
+	streams *source.StreamWatch
 	// schemaClient is the Schema API's, opened when a pipeline reads topic
 	// schemas (app/mapping.go).
 	schemaClient *vkit.SchemaClient
@@ -131,7 +135,9 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 	}()
 	a.pubsub = opts.PubSub
 	if a.pubsub == nil {
-		if a.pubsub, err = openPubSub(ctx, cfg.Project, opts.PubSubOptions...); err != nil {
+		a.streams = source.NewStreamWatch()
+		popts := append([]option.ClientOption{a.streams.ClientOption()}, opts.PubSubOptions...)
+		if a.pubsub, err = openPubSub(ctx, cfg.Project, popts...); err != nil {
 			return nil, err
 		}
 		a.ownPubSub = true
@@ -428,12 +434,11 @@ func (a *App) Live() error {
 	return errors.New(strings.Join(reasons, "; "))
 }
 
-// watchdogHooks tell the watchdog of a pipeline's source what to count.
-// (The watermark tracker reads its subscription with a source.Puller,
-// which reports its own breaks: the main subscription's streams are none
-// of its business.)
+// watchdogHooks tell the watchdog of a pipeline's source what to count,
+// and mark its reopens as breaks of the main subscription's streams, for
+// the watermark's startup guard (watermark.Config.MainStreams).
 func (a *App) watchdogHooks(m *metrics.Pipeline) source.WatchdogHooks {
-	return source.WatchdogHooks{Reopened: m.StreamReopens.Inc}
+	return source.WatchdogHooks{Reopened: m.StreamReopens.Inc, Streams: a.streams}
 }
 
 // Status returns the status of every pipeline.

@@ -85,6 +85,13 @@ func (a *App) tracker(ctx context.Context, pc config.Pipeline, main *source.Sour
 		// leased messages, may be lost).
 		Streams: tracking.State,
 	}
+	if a.streams != nil {
+		// The main subscription's stream breaks in this process: what a
+		// broken stream was sent stays out of sight for a lease, and the
+		// startup guard waits for it (a follower says so in its reports).
+		sub := main.Subscription()
+		wcfg.MainStreams = func() source.StreamState { return a.streams.State(sub) }
+	}
 	if trackingInfo.AckDeadline > source.LeaseExtension {
 		a.log.Warn("the tracking subscription's ack deadline is longer than the watermark needs: after a failed pull, a restart or a new leader, the watermark holds that long; 10 s suffices (gcloud pubsub subscriptions update SUBSCRIPTION --ack-deadline=10)",
 			zap.String("pipeline", pc.Name), zap.String("subscription", tracking.Subscription()), zap.Duration("ack_deadline", trackingInfo.AckDeadline))

@@ -68,8 +68,10 @@
 // the server had sent on the hung stream and the client never handed to a
 // handler stays leased to it until the lease runs out, exactly as on a
 // broken stream, so a watermark tracker reading the subscription through
-// a Source must hold as for a break (app's tracker reads through a Puller,
-// which reports its own breaks, and installs no StreamWatch). The
+// a Source must hold as for a break, and the startup guard must wait for
+// what a main subscription's hung stream held (app installs a StreamWatch
+// on its client for the main subscriptions; its tracker reads through a
+// Puller, which reports its own breaks). The
 // library's cancel is a clean end for the watch, so the watchdog marks the
 // break itself (StreamWatch.MarkBroken) when it ends the streams, and again
 // once the last of them has closed.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/internal/metrics"
+	"github.com/pubsink/pubsink/source"
 )
 
 // failingPulls makes the Pulls of one subscription fail with Unavailable
@@ -94,4 +95,106 @@ func TestAFailedPullOfTheTrackingSubscriptionIsABreak(t *testing.T) {
 	faults.on.Store(false)
 	wm := tr.Watermark()
 	waitFor(t, "the watermark moves on after the hold", 10*time.Second, func() bool { return tr.Watermark().After(wm) })
+}
+
+// guardRun runs a tracker on an idle tracking subscription whose pipeline
+// holds nothing, with cfg, and returns when the startup guard drops (or
+// fails the test after timeout), with the time it dropped.
+func guardRun(t *testing.T, cfg Config, timeout time.Duration) (started, off time.Time) {
+	t.Helper()
+	ps := newFakePubSub(t)
+	tr, err := NewTracker(ps.puller(ps.tracking, 0, nil), nil, zap.NewNop(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.WatchInFlight(func() (time.Time, bool) { return time.Time{}, false })
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	started = time.Now()
+	go func() {
+		defer wg.Done()
+		if err := tr.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor(t, "the startup guard off", timeout, func() bool { return !tr.Stats().StartupGuard })
+	return started, time.Now()
+}
+
+// guardConfig is fastConfig with a lease long enough that a break within
+// it is told apart from the guard's own minimum (Lease + Transit + Idle:
+// 1.3s here) on a loaded machine. The guard is judged at ticks: it drops
+// at the first one an idle period after the last tick that found a
+// message held, so the tests allow two ticks.
+func guardConfig() Config {
+	cfg := fastConfig(metrics.New().Pipeline("orders"))
+	cfg.Lease = time.Second
+	return cfg
+}
+
+// TestABreakOfTheMainStreamsHoldsTheStartupGuard: what a broken stream of
+// the main subscription had been sent stays leased to it for a lease, and
+// may have been published before the start, while the pipeline holds
+// nothing. The guard must wait Lease + Transit from the break, and an idle
+// period more, not drop at its own minimum (issue 21, item 4: on-time
+// records were dead-lettered as late after a restart and a Pub/Sub reset).
+func TestABreakOfTheMainStreamsHoldsTheStartupGuard(t *testing.T) {
+	cfg := guardConfig()
+	var broke atomic.Int64
+	cfg.MainStreams = func() source.StreamState {
+		st := source.StreamState{Open: 1}
+		if b := broke.Load(); b != 0 {
+			st.Broke = time.Unix(0, b)
+		} else if time.Since(time.Unix(0, first.Load())) >= time.Second {
+			// A second after the start, shortly before the guard's own
+			// minimum, the streams break.
+			broke.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		return st
+	}
+	first.Store(time.Now().UnixNano())
+	_, off := guardRun(t, cfg, 10*time.Second)
+	b := time.Unix(0, broke.Load())
+	if broke.Load() == 0 {
+		t.Fatal("the guard dropped before the break was staged")
+	}
+	if want := b.Add(cfg.Lease + cfg.Transit + cfg.Idle - 2*cfg.Tick); off.Before(want) {
+		t.Errorf("the guard dropped %v after the main streams broke; want at least Lease + Transit + Idle = %v",
+			off.Sub(b).Round(time.Millisecond), cfg.Lease+cfg.Transit+cfg.Idle)
+	}
+}
+
+// first is when the current guard test began (its MainStreams or Probe
+// stage their faults from it).
+var first atomic.Int64
+
+// TestAProbePubSubDoesNotAnswerHoldsTheStartupGuard: a probe of the
+// tracking subscription that Pub/Sub does not answer says the service (or
+// the way to it) is down, and what the main subscription's streams had
+// been sent may be out of sight as after a break: the guard waits for it
+// as for a break.
+func TestAProbePubSubDoesNotAnswerHoldsTheStartupGuard(t *testing.T) {
+	cfg := guardConfig()
+	var lastFailed atomic.Int64
+	cfg.Probe = func(ctx context.Context) error {
+		since := time.Since(time.Unix(0, first.Load()))
+		if since >= 700*time.Millisecond && since < 1100*time.Millisecond {
+			lastFailed.Store(time.Now().UnixNano())
+			return status.Error(codes.DeadlineExceeded, "injected: no answer")
+		}
+		return nil
+	}
+	first.Store(time.Now().UnixNano())
+	_, off := guardRun(t, cfg, 10*time.Second)
+	f := lastFailed.Load()
+	if f == 0 {
+		t.Fatal("no probe failed: the test staged nothing")
+	}
+	if want := time.Unix(0, f).Add(cfg.Lease + cfg.Transit + cfg.Idle - 2*cfg.Tick); off.Before(want) {
+		t.Errorf("the guard dropped %v after the last unanswered probe; want at least Lease + Transit + Idle = %v",
+			off.Sub(time.Unix(0, f)).Round(time.Millisecond), cfg.Lease+cfg.Transit+cfg.Idle)
+	}
 }

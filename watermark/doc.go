@@ -222,9 +222,26 @@
 // The price: after each break the watermark stops advancing for the hold,
 // then catches up (it never goes back). A Pull fails on Pub/Sub now and
 // then (the client library, which would otherwise retry it unseen, is told
-// not to); each failure costs a pause. Breaks of the main subscription
-// alone cost nothing: the tracker has already seen its messages, which stay
-// pending until finished.
+// not to); each failure costs a pause.
+//
+// Breaks of the main subscription matter only while the startup guard is
+// on. Afterwards the tracker has seen every message they can strand (those
+// published after the start), which stay pending until finished. Before,
+// a stream that broke may have been sent messages published before the
+// start, which the tracker never saw, and which come back only when their
+// lease runs out, while the pipeline holds nothing old and the guard would
+// drop (issue 21: on-time records dead-lettered as late after a restart
+// and a Pub/Sub reset). So a member counts as holding a message published
+// before the start (Tracker.oldestHeld: the epoch) for Lease + Transit
+// after a break of its main subscription's streams (Config.MainStreams:
+// app's source.StreamWatch on its Pub/Sub client, which also sees the
+// watchdog's reopens), and a follower says so in its reports; the guard
+// then drops an idle period after that at the earliest. A probe of the
+// tracking subscription that Pub/Sub did not answer counts the same way:
+// the service or the way to it is down, and a stream over it may have been
+// sent what it never delivers (seed 1796098390 of the chaos campaign, on
+// the emulator: messages sent before a reset came only with it, 16 s after
+// the streams opened, while probes had failed for 6 s).
 //
 // # Assumptions
 //

@@ -62,6 +62,12 @@ type Config struct {
 	// Lease + Transit. Unset, breaks go unnoticed (see doc.go, "Failure
 	// modes").
 	Streams func() source.StreamState
+	// MainStreams, if set, reports the state of the main subscription's
+	// streams in this process (source.StreamWatch.State). While a break of
+	// them is less than Lease + Transit old, this member counts as holding
+	// a message published before the start, so the startup guard stays
+	// on (see doc.go, "Stream breaks"). Unset, such breaks go unnoticed.
+	MainStreams func() source.StreamState
 	// Member is this process's member ID (package members): the name it
 	// holds the leader lease and writes its reports under. Required with a
 	// state table.
@@ -136,12 +142,13 @@ type Tracker struct {
 	sinceTick atomic.Int64
 	takeovers atomic.Int64
 
-	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
-	published atomic.Int64                             // the watermark (unix ns); never while unknown
-	probed    atomic.Int64                             // last successful probe (unix ns)
-	loaded    atomic.Bool                              // the stored value was read
-	saved     int64                                    // last value stored (unix ns); owned by the io loop and Close
-	saveMu    sync.Mutex                               // serializes saves and the lease
+	inFlight   atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
+	published  atomic.Int64                             // the watermark (unix ns); never while unknown
+	probed     atomic.Int64                             // last successful probe (unix ns)
+	unanswered atomic.Int64                             // last probe Pub/Sub did not answer (unix ns); 0: none
+	loaded     atomic.Bool                              // the stored value was read
+	saved      int64                                    // last value stored (unix ns); owned by the io loop and Close
+	saveMu     sync.Mutex                               // serializes saves and the lease
 
 	closeOnce sync.Once
 	closeErr  error
@@ -193,12 +200,7 @@ func NewTracker(tracking Reader, state *bigtable.Client, log *zap.Logger, cfg Co
 		t.lead = newLeadership(t.store, cfg.Member, cfg.LeaderLease, cfg.Now)
 	}
 	if t.reports != nil {
-		t.reporter = newReporter(t.reports, cfg.Member, func() (time.Time, bool) {
-			if f := t.inFlight.Load(); f != nil {
-				return (*f)()
-			}
-			return time.Unix(0, 0), true // not told: held since 1970
-		})
+		t.reporter = newReporter(t.reports, cfg.Member, func() (time.Time, bool) { return t.oldestHeld(cfg.Now()) })
 	}
 	if t.probe == nil && tracking != nil {
 		t.probe = func(ctx context.Context) error { _, err := tracking.Check(ctx); return err }
@@ -263,6 +265,32 @@ func (t *Tracker) Finished(ctx context.Context, m *source.Message, eventTime tim
 		return nil
 	}
 	return t.reporter.add(ctx, finish{id: m.ID, publish: m.PublishTime.UnixNano(), event: eventTime.UnixNano()})
+}
+
+// oldestHeld is the oldest publish time this member holds, for the startup
+// guard (here, and in a follower's reports): the pipeline's oldest message
+// in flight (WatchInFlight), false when it holds none. It is the epoch
+// (held since 1970) while messages may be out of the pipeline's sight:
+// before WatchInFlight is called, and for Lease + Transit after a break of
+// the main subscription's streams (Config.MainStreams) or a probe that
+// Pub/Sub did not answer. What a broken stream had been sent and never
+// handed over stays leased to it until then, and may have been published
+// before the start (see doc.go, "Stream breaks").
+func (t *Tracker) oldestHeld(now time.Time) (time.Time, bool) {
+	broke := t.unanswered.Load()
+	if t.cfg.MainStreams != nil {
+		if b := t.cfg.MainStreams().Broke; !b.IsZero() {
+			broke = max(broke, b.UnixNano())
+		}
+	}
+	if broke != 0 && now.UnixNano() < broke+int64(t.cfg.Lease+t.cfg.Transit) {
+		return time.Unix(0, 0), true
+	}
+	f := t.inFlight.Load()
+	if f == nil {
+		return time.Unix(0, 0), true // not told
+	}
+	return (*f)()
 }
 
 // WatchInFlight gives the tracker the pipeline's oldest in-flight publish
@@ -570,12 +598,9 @@ func (t *Tracker) tickLoop(ctx context.Context, e *estimator, peers *peerReports
 // step computes and publishes the watermark.
 func (t *Tracker) step(e *estimator, peers *peerReports) {
 	now := t.cfg.Now()
-	in := inputs{oldestInFlight: never, probed: t.probed.Load(), broke: never}
-	if f := t.inFlight.Load(); f != nil {
-		in.oldestInFlight = noEvent
-		if oldest, ok := (*f)(); ok {
-			in.oldestInFlight = oldest.UnixNano()
-		}
+	in := inputs{oldestInFlight: noEvent, probed: t.probed.Load(), broke: never}
+	if oldest, ok := t.oldestHeld(now); ok {
+		in.oldestInFlight = oldest.UnixNano()
 	}
 	if peers != nil {
 		in.oldestInFlight = min(in.oldestInFlight, peers.oldest(now))
@@ -647,6 +672,7 @@ func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
 		if err := t.probe(pctx); err == nil {
 			t.probed.Store(now.UnixNano())
 		} else if ctx.Err() == nil {
+			t.unanswered.Store(now.UnixNano())
 			t.log.Warn("tracking subscription does not answer; the watermark holds until it does", zap.Error(err))
 		}
 		cancel()
