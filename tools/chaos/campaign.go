@@ -159,6 +159,7 @@ type campaign struct {
 	notReady     []string
 	lastFault    time.Time // when the last fault ended
 	disrupted    []time.Time
+	resets       []time.Time // Pub/Sub resets (in disrupted too)
 	kills        []time.Time // SIGKILLs, and exits on their own
 	stops        []time.Time // every stop of a process but the final one
 	gatedLeft    []int
@@ -291,7 +292,7 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 			Begin: c.begin, Replicas: len(c.replicas), Pipe: p.spec, Skew: skew, Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows[i], Copies: p.copies,
 			Malformed: p.malformed, LeftMain: left[i][0], LeftTracking: left[i][1], Stored: p.stored, Gens: c.gensOf(i),
 			Final: final[i], FinalOK: finalOK, Terms: c.terms, Unexpected: c.unexpected, NotReady: c.notReady,
-			GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, Kills: c.kills, Stops: c.stops, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
+			GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, Resets: c.resets, Kills: c.kills, Stops: c.stops, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
 		}
 	}
 	return CheckAll(obs), nil
@@ -651,6 +652,7 @@ func (c *campaign) runFaults(ctx context.Context, t0 time.Time) {
 		case FaultPubSubReset:
 			c.mu.Lock()
 			c.disrupted = append(c.disrupted, time.Now())
+			c.resets = append(c.resets, time.Now())
 			c.mu.Unlock()
 			c.psProxy.ResetAll()
 		case FaultLatency:
