@@ -21,8 +21,22 @@ import (
 // config, build the logger, app.Open, App.Run until SIGTERM), so a profile
 // of it is a profile of pubsink.
 func runInproc(args []string) int {
-	fs := flag.NewFlagSet("inproc", flag.ContinueOnError)
-	path := fs.String("config", "", "configuration file")
+	var path *string
+	return subcommand("inproc", args, func(fs *flag.FlagSet) {
+		path = fs.String("config", "", "configuration file")
+	}, func(ctx context.Context, pf *profileFlags) error {
+		return inproc(ctx, *path, pf)
+	})
+}
+
+// subcommand runs a helper subcommand of the bench (inproc, naive): its
+// flags (define), then run with a context that SIGTERM or SIGINT ends and
+// the profile flags every subcommand takes (run starts the profiles where
+// its work begins). It returns the exit code: 2 for bad flags, 1 when run
+// fails (its error on stderr, after the subcommand's name).
+func subcommand(name string, args []string, define func(*flag.FlagSet), run func(context.Context, *profileFlags) error) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	define(fs)
 	var pf profileFlags
 	pf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -30,9 +44,8 @@ func runInproc(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err := inproc(ctx, *path, &pf)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "inproc:", err)
+	if err := run(ctx, &pf); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	return 0

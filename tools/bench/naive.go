@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -31,35 +27,24 @@ import (
 // Bigtable mutation counter in the same registry, served the same way, so
 // that the bench scrapes every connector alike.
 func runNaive(args []string) int {
-	fs := flag.NewFlagSet("naive", flag.ContinueOnError)
-	proj := fs.String("project", project, "project")
-	sub := fs.String("subscription", "", "full subscription name")
-	inst := fs.String("instance", instance, "Bigtable instance")
-	table := fs.String("table", "", "sink table")
-	family := fs.String("family", "d", "column family")
-	streams := fs.Int("streams", 10, "StreamingPull streams (0: the client's default)")
-	addr := fs.String("http", "127.0.0.1:0", "metrics address")
-	var pf profileFlags
-	pf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	stopProfiles, err := pf.start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "naive:", err)
-		return 1
-	}
-	err = naiveRun(ctx, *proj, *sub, *inst, *table, *family, *streams, *addr)
-	if perr := stopProfiles(); err == nil {
-		err = perr
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "naive:", err)
-		return 1
-	}
-	return 0
+	var proj, sub, inst, table, family, addr *string
+	var streams *int
+	return subcommand("naive", args, func(fs *flag.FlagSet) {
+		proj = fs.String("project", project, "project")
+		sub = fs.String("subscription", "", "full subscription name")
+		inst = fs.String("instance", instance, "Bigtable instance")
+		table = fs.String("table", "", "sink table")
+		family = fs.String("family", "d", "column family")
+		streams = fs.Int("streams", 10, "StreamingPull streams (0: the client's default)")
+		addr = fs.String("http", "127.0.0.1:0", "metrics address")
+	}, func(ctx context.Context, pf *profileFlags) error {
+		stopProfiles, err := pf.start()
+		if err != nil {
+			return err
+		}
+		err = naiveRun(ctx, *proj, *sub, *inst, *table, *family, *streams, *addr)
+		return errors.Join(err, stopProfiles())
+	})
 }
 
 func naiveRun(ctx context.Context, proj, sub, inst, table, family string, streams int, addr string) error {
