@@ -101,7 +101,18 @@
 //
 // So a process that is paused or cut off and resumes can only write the
 // rows of the message its claim names: the same bytes as that message's
-// redelivery. What this costs: one claim cell per new key (alone, batched;
+// redelivery. Such a rewrite changes nothing unless someone else wrote one
+// of its cells (row, column, timestamp) in between, and only three writers
+// can: another message mapped to the same row, column and millisecond
+// (the collision the reference warns of, where the later write wins with
+// or without a rewrite), a process with another mapping (a rolling update
+// that changes it: the message may end with either version's cells), or a
+// writer outside pubsink. Later messages' cells at later timestamps are
+// other versions, which a rewrite neither adds to nor reorders. This is
+// why no fence guards the sink's writes: one would cost a conditional
+// mutation per row, the collision happens with or without a rewrite, and
+// a mapping change is settled by stopping the old version before the new
+// one starts, where it matters. What this costs: one claim cell per new key (alone, batched;
 // shared, one conditional mutation) and a share of a journal row, about
 // 1.01 state writes per committed message in the bench.
 //

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pubsink/pubsink/internal/buildinfo"
+	"github.com/pubsink/pubsink/internal/server"
 )
 
 // Metrics holds every pubsink metric, registered in its own registry (no
@@ -65,9 +66,6 @@ type Metrics struct {
 // out a long Bigtable outage (about 10 minutes), at bounds a reader can
 // quote: 1, 2.5 and 5 of each power of ten.
 var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500}
-
-// readyTimeout bounds pubsink_ready's check at scrape time, as /readyz's.
-const readyTimeout = 900 * time.Millisecond
 
 // New creates the metrics and a registry holding them, the Go runtime's and
 // the process's.
@@ -273,7 +271,7 @@ func (m *Metrics) readyValue() float64 {
 	if ready == nil {
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), server.ReadyTimeout)
 	defer cancel()
 	if ready(ctx) != nil {
 		return 0

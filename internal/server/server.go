@@ -17,7 +17,7 @@ import (
 // Probes are what the server asks of the running process.
 type Probes struct {
 	// Ready returns nil when every pipeline is receiving and its sink is
-	// reachable. It gets a context bounded by readyTimeout.
+	// reachable. It gets a context bounded by ReadyTimeout.
 	Ready func(ctx context.Context) error
 	// Status returns the JSON-encodable state of every pipeline.
 	Status func() any
@@ -32,9 +32,11 @@ type Probes struct {
 	Page http.Handler
 }
 
-// readyTimeout bounds one readiness check: a probe that hangs is a probe
-// that failed, and Kubernetes' default probe timeout is 1 s.
-const readyTimeout = 900 * time.Millisecond
+// ReadyTimeout bounds one readiness check: a probe that hangs is a probe
+// that failed, and Kubernetes' default probe timeout is 1 s. Every check of
+// readiness uses it (/readyz here, pubsink_ready at scrape time, the status
+// page), so that they agree on what "ready" means.
+const ReadyTimeout = 900 * time.Millisecond
 
 // Server serves /metrics, /healthz, /readyz, /status and the status page at /.
 type Server struct {
@@ -63,7 +65,7 @@ func Listen(log *zap.Logger, addr string, reg *prometheus.Registry, probes Probe
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
 		defer cancel()
 		if err := probes.Ready(ctx); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
