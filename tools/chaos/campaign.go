@@ -1190,8 +1190,9 @@ func (s *stillness) observe(now time.Time, snap []procStatus) {
 func (s *stillness) stillFor(now time.Time) time.Duration { return now.Sub(s.since) }
 
 // liveStatus reads /status of every replica's process, and the latest end
-// of a hold of any of their trackers' frontiers (zero if none holds); ok is
-// false when a replica has none running or it does not answer.
+// of a hold of any of their trackers' frontiers (zero if none holds; a
+// leader's startup guard that is on counts as a hold ending a second from
+// now); ok is false when a replica has none running or it does not answer.
 func (c *campaign) liveStatus(ctx context.Context) ([]procStatus, time.Time, bool) {
 	var out []procStatus
 	var heldUntil time.Time
@@ -1210,6 +1211,14 @@ func (c *campaign) liveStatus(ctx context.Context) ([]procStatus, time.Time, boo
 			ps.inFlight += st.InFlight
 			if st.Tracker != nil && st.Tracker.HeldUntil.After(heldUntil) {
 				heldUntil = st.Tracker.HeldUntil
+			}
+			if st.Tracker != nil && st.Tracker.Leading && st.Tracker.StartupGuard {
+				// The leader's startup guard holds the watermark as a
+				// hold does, until it drops (a lease after the last
+				// restart or main-stream break, and more while old
+				// messages come): a run that ended before it could
+				// find the watermark never moved.
+				heldUntil = latestTime(heldUntil, time.Now().Add(time.Second))
 			}
 		}
 		out = append(out, ps)
