@@ -6,7 +6,10 @@
 //     PodDisruptionBudget, HorizontalPodAutoscaler), an example overlay and
 //     a component that adds the subscription's backlog to the autoscaler;
 //   - cloudrun/: a worker pool (workerpool.yaml) and, as the alternative, a
-//     service with CPU always allocated (service.yaml);
+//     service with CPU always allocated (service.yaml), both with Google's
+//     Managed Service for Prometheus sidecar, which scrapes what
+//     rungmp-config.yaml says; the alert rules as Cloud Monitoring alerting
+//     policies (alert-policies/, one file per rule);
 //   - docker-compose.yaml: both emulators with health checks, setup, run;
 //   - prometheus/: the alert rules and their promtool unit tests;
 //   - grafana/: a dashboard of the same metrics.
@@ -22,6 +25,10 @@
 //   - gke/base/rules.yaml is not prometheus/alerts.yaml's groups as a Rules
 //     resource (the file has one source; `go test ./deploy -run
 //     TestRulesResource -update` rewrites the copy);
+//   - cloudrun/alert-policies/ is not one policy per alert rule of
+//     prometheus/alerts.yaml, with its name, group, expression,
+//     for-duration and labels, naming exported metrics only (`go test
+//     ./deploy -run TestAlertPolicies -update` rewrites the folder);
 //   - the dashboard is not valid JSON, repeats a panel id, or lacks its
 //     datasource and pipeline variables;
 //   - the example overlay does not build with `kubectl kustomize` (when
@@ -34,7 +41,12 @@
 //   - the backlog component scales on a subscription that is not a main
 //     subscription of the configuration;
 //   - the Cloud Run and compose files lose what the comments in them promise
-//     (the shutdown budget, the probes, the emulators' health checks).
+//     (the shutdown budget, the probes, the emulators' health checks);
+//   - a Cloud Run manifest lacks the metrics sidecar (Google's image,
+//     pinned, started after pubsink, with rungmp-config.yaml mounted where
+//     it reads it), or pubsink is not the service's ingress container, or
+//     rungmp-config.yaml scrapes another port or path than pubsink serves
+//     under the manifest, whatever http.addr the configuration secret sets.
 //
 // The list of exported metrics is written in the test (exportedMetrics): it
 // is the contract of docs/reference.md, "Metrics".

@@ -125,20 +125,18 @@ func TestDashboard(t *testing.T) {
 // TestCloudRun: both Cloud Run manifests stop within Cloud Run's 10 s after
 // SIGTERM and probe /readyz at start and /healthz after; the worker pool is
 // one, and the service keeps its CPU allocated and instances running.
+// (TestCloudRunMetrics checks their sidecar.)
 func TestCloudRun(t *testing.T) {
-	for _, c := range []struct{ file, apiVersion, kind string }{
-		{"cloudrun/workerpool.yaml", "run.googleapis.com/v1", "WorkerPool"},
-		{"cloudrun/service.yaml", "serving.knative.dev/v1", "Service"},
-	} {
-		var m map[string]any
-		if err := yaml.Unmarshal(readFile(t, c.file), &m); err != nil {
-			t.Fatalf("%s: %v", c.file, err)
-		}
-		o := object(m)
+	for _, c := range cloudRunManifests {
+		o := readManifest(t, c.file)
 		if str(o, "apiVersion") != c.apiVersion || o.kind() != c.kind {
 			t.Errorf("%s is %s %s, want %s %s", c.file, str(o, "apiVersion"), o.kind(), c.apiVersion, c.kind)
 		}
-		container := get(o, "spec", "template", "spec", "containers", 0)
+		container := containerNamed(o, pubsinkContainer)
+		if container == nil {
+			t.Errorf("%s has no container named %q", c.file, pubsinkContainer)
+			continue
+		}
 		var timeout time.Duration
 		for _, e := range asList(get(container, "env")) {
 			if str(e, "name") == "PUBSINK_SHUTDOWN_TIMEOUT" {

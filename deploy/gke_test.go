@@ -21,6 +21,7 @@ import (
 const (
 	exampleOverlay   = "gke/overlays/example"
 	backlogComponent = "gke/components/hpa-pubsub-backlog"
+	baseConfigFile   = "gke/base/config.yaml"
 )
 
 // object is one Kubernetes object (of a kustomize build, or a Cloud Run
@@ -269,9 +270,23 @@ func TestBacklogComponent(t *testing.T) {
 // test's environment overriding it.
 func parseConfig(t *testing.T, data string) *config.Config {
 	t.Helper()
+	return parseConfigEnv(t, data, nil)
+}
+
+// parseConfigEnv loads a configuration with pubsink's parser under the
+// environment a manifest gives the process (its PUBSINK_* variables and
+// $PORT; the rest of env is ignored): the test's own such variables are
+// cleared first, so only the manifest's override the file.
+func parseConfigEnv(t *testing.T, data string, env map[string]string) *config.Config {
+	t.Helper()
 	for _, e := range os.Environ() {
 		if k, _, _ := strings.Cut(e, "="); strings.HasPrefix(k, "PUBSINK_") || k == "PORT" {
 			t.Setenv(k, "")
+		}
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, "PUBSINK_") || k == "PORT" {
+			t.Setenv(k, v)
 		}
 	}
 	cfg, err := config.Parse([]byte(data))
@@ -299,7 +314,7 @@ func num(v any) int {
 // TestBaseConfig: the base's own config.yaml (an overlay that does not
 // replace it runs with it) is one pubsink accepts. It needs no kubectl.
 func TestBaseConfig(t *testing.T) {
-	cfg := parseConfig(t, string(readFile(t, "gke/base/config.yaml")))
+	cfg := parseConfig(t, string(readFile(t, baseConfigFile)))
 	var dep struct {
 		Spec struct {
 			Template struct {

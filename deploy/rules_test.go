@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "rewrite gke/base/rules.yaml from prometheus/alerts.yaml")
+var update = flag.Bool("update", false, "rewrite what is generated from prometheus/alerts.yaml: gke/base/rules.yaml (TestRulesResource), cloudrun/alert-policies/ (TestAlertPolicies)")
 
 const (
 	alertsFile     = "prometheus/alerts.yaml"
