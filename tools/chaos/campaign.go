@@ -1137,7 +1137,7 @@ func (c *campaign) settle(ctx context.Context) ([][]procCounters, bool) {
 			// that ended reads as zero: the latest end seen is kept.
 			lastHeld = latestTime(lastHeld, heldUntil)
 			unheld := time.Now().After(lastHeld.Add(2 * time.Second))
-			if complete && quietFor >= lease && unheld && still.stillFor(time.Now()) >= 5*time.Second {
+			if complete && quietFor >= lease && unheld && c.storedAdvanced() && still.stillFor(time.Now()) >= 5*time.Second {
 				if final, ok := c.readFinal(ctx); ok {
 					for i, fs := range final {
 						for _, f := range fs {
@@ -1188,6 +1188,25 @@ func (s *stillness) observe(now time.Time, snap []procStatus) {
 }
 
 func (s *stillness) stillFor(now time.Time) time.Duration { return now.Sub(s.since) }
+
+// storedAdvanced reports whether every pipeline's stored watermark has
+// moved since it was first sampled. A run whose faults kept each new
+// leader's startup guard on, and then the messages a dead leader had
+// finished pending until they are forgotten (two leases after the guard,
+// package watermark, "Restart"), has not shown that the watermark moves
+// when its workload ends; settling waits for it (within -settle), so that
+// the invariant "stored watermark advanced" judges liveness, not the
+// moment the run happened to stop.
+func (c *campaign) storedAdvanced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pipes {
+		if p.stored.samples == 0 || !p.stored.last.After(p.stored.first) {
+			return false
+		}
+	}
+	return true
+}
 
 // liveStatus reads /status of every replica's process, and the latest end
 // of a hold of any of their trackers' frontiers (zero if none holds; a

@@ -148,9 +148,13 @@
 // # Invariants
 //
 // After the workload the campaign waits until every outcome is visible, a
-// lease (16s) has passed since the last fault and the live processes (one
-// per replica) have been still for 5s (the same processes, none receiving
-// anything new, nothing in flight), reads the /metrics of each, stops them
+// lease (16s) has passed since the last fault, no tracker holds its
+// frontier or its startup guard, every stored watermark has moved since it
+// was first sampled (a fault late in the run can keep the last leader's
+// guard on, and then what a dead leader finished pending, for a minute or
+// more) and the live processes (one per replica) have been still for 5s
+// (the same processes, none receiving anything new, nothing in flight),
+// all within -settle, reads the /metrics of each, stops them
 // all at once with SIGTERM, waits a lease, pulls both subscriptions, drains
 // the dead-letter subscription and reads the whole table. Classes: exact holds whatever the timing;
 // bounded lies within a bound because the outcome depends on timing the
