@@ -144,18 +144,19 @@ func guardConfig() Config {
 func TestABreakOfTheMainStreamsHoldsTheStartupGuard(t *testing.T) {
 	cfg := guardConfig()
 	var broke atomic.Int64
+	var first time.Time // set before the tracker runs
 	cfg.MainStreams = func() source.StreamState {
 		st := source.StreamState{Open: 1}
 		if b := broke.Load(); b != 0 {
 			st.Broke = time.Unix(0, b)
-		} else if time.Since(time.Unix(0, first.Load())) >= time.Second {
+		} else if time.Since(first) >= time.Second {
 			// A second after the start, shortly before the guard's own
 			// minimum, the streams break.
 			broke.CompareAndSwap(0, time.Now().UnixNano())
 		}
 		return st
 	}
-	first.Store(time.Now().UnixNano())
+	first = time.Now()
 	_, off := guardRun(t, cfg, 10*time.Second)
 	b := time.Unix(0, broke.Load())
 	if broke.Load() == 0 {
@@ -164,37 +165,5 @@ func TestABreakOfTheMainStreamsHoldsTheStartupGuard(t *testing.T) {
 	if want := b.Add(cfg.Lease + cfg.Transit + cfg.Idle - 2*cfg.Tick); off.Before(want) {
 		t.Errorf("the guard dropped %v after the main streams broke; want at least Lease + Transit + Idle = %v",
 			off.Sub(b).Round(time.Millisecond), cfg.Lease+cfg.Transit+cfg.Idle)
-	}
-}
-
-// first is when the current guard test began (its MainStreams or Probe
-// stage their faults from it).
-var first atomic.Int64
-
-// TestAProbePubSubDoesNotAnswerHoldsTheStartupGuard: a probe of the
-// tracking subscription that Pub/Sub does not answer says the service (or
-// the way to it) is down, and what the main subscription's streams had
-// been sent may be out of sight as after a break: the guard waits for it
-// as for a break.
-func TestAProbePubSubDoesNotAnswerHoldsTheStartupGuard(t *testing.T) {
-	cfg := guardConfig()
-	var lastFailed atomic.Int64
-	cfg.Probe = func(ctx context.Context) error {
-		since := time.Since(time.Unix(0, first.Load()))
-		if since >= 700*time.Millisecond && since < 1100*time.Millisecond {
-			lastFailed.Store(time.Now().UnixNano())
-			return status.Error(codes.DeadlineExceeded, "injected: no answer")
-		}
-		return nil
-	}
-	first.Store(time.Now().UnixNano())
-	_, off := guardRun(t, cfg, 10*time.Second)
-	f := lastFailed.Load()
-	if f == 0 {
-		t.Fatal("no probe failed: the test staged nothing")
-	}
-	if want := time.Unix(0, f).Add(cfg.Lease + cfg.Transit + cfg.Idle - 2*cfg.Tick); off.Before(want) {
-		t.Errorf("the guard dropped %v after the last unanswered probe; want at least Lease + Transit + Idle = %v",
-			off.Sub(time.Unix(0, f)).Round(time.Millisecond), cfg.Lease+cfg.Transit+cfg.Idle)
 	}
 }

@@ -236,12 +236,7 @@
 // after a break of its main subscription's streams (Config.MainStreams:
 // app's source.StreamWatch on its Pub/Sub client, which also sees the
 // watchdog's reopens), and a follower says so in its reports; the guard
-// then drops an idle period after that at the earliest. A probe of the
-// tracking subscription that Pub/Sub did not answer counts the same way:
-// the service or the way to it is down, and a stream over it may have been
-// sent what it never delivers (seed 1796098390 of the chaos campaign, on
-// the emulator: messages sent before a reset came only with it, 16 s after
-// the streams opened, while probes had failed for 6 s).
+// then drops an idle period after that at the earliest.
 //
 // # Assumptions
 //

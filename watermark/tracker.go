@@ -142,13 +142,12 @@ type Tracker struct {
 	sinceTick atomic.Int64
 	takeovers atomic.Int64
 
-	inFlight   atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
-	published  atomic.Int64                             // the watermark (unix ns); never while unknown
-	probed     atomic.Int64                             // last successful probe (unix ns)
-	unanswered atomic.Int64                             // last probe Pub/Sub did not answer (unix ns); 0: none
-	loaded     atomic.Bool                              // the stored value was read
-	saved      int64                                    // last value stored (unix ns); owned by the io loop and Close
-	saveMu     sync.Mutex                               // serializes saves and the lease
+	inFlight  atomic.Pointer[func() (time.Time, bool)] // the pipeline's oldest in-flight publish time (WatchInFlight)
+	published atomic.Int64                             // the watermark (unix ns); never while unknown
+	probed    atomic.Int64                             // last successful probe (unix ns)
+	loaded    atomic.Bool                              // the stored value was read
+	saved     int64                                    // last value stored (unix ns); owned by the io loop and Close
+	saveMu    sync.Mutex                               // serializes saves and the lease
 
 	closeOnce sync.Once
 	closeErr  error
@@ -272,19 +271,15 @@ func (t *Tracker) Finished(ctx context.Context, m *source.Message, eventTime tim
 // in flight (WatchInFlight), false when it holds none. It is the epoch
 // (held since 1970) while messages may be out of the pipeline's sight:
 // before WatchInFlight is called, and for Lease + Transit after a break of
-// the main subscription's streams (Config.MainStreams) or a probe that
-// Pub/Sub did not answer. What a broken stream had been sent and never
-// handed over stays leased to it until then, and may have been published
-// before the start (see doc.go, "Stream breaks").
+// the main subscription's streams (Config.MainStreams). What a broken
+// stream had been sent and never handed over stays leased to it until
+// then, and may have been published before the start (see doc.go, "Stream
+// breaks").
 func (t *Tracker) oldestHeld(now time.Time) (time.Time, bool) {
-	broke := t.unanswered.Load()
 	if t.cfg.MainStreams != nil {
-		if b := t.cfg.MainStreams().Broke; !b.IsZero() {
-			broke = max(broke, b.UnixNano())
+		if b := t.cfg.MainStreams().Broke; !b.IsZero() && now.Before(b.Add(t.cfg.Lease+t.cfg.Transit)) {
+			return time.Unix(0, 0), true
 		}
-	}
-	if broke != 0 && now.UnixNano() < broke+int64(t.cfg.Lease+t.cfg.Transit) {
-		return time.Unix(0, 0), true
 	}
 	f := t.inFlight.Load()
 	if f == nil {
@@ -672,7 +667,6 @@ func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
 		if err := t.probe(pctx); err == nil {
 			t.probed.Store(now.UnixNano())
 		} else if ctx.Err() == nil {
-			t.unanswered.Store(now.UnixNano())
 			t.log.Warn("tracking subscription does not answer; the watermark holds until it does", zap.Error(err))
 		}
 		cancel()

@@ -248,9 +248,8 @@
 // and after a break of the tracking streams (package watermark, "Restart"
 // and "Stream breaks"), and CI runs strictly.
 //
-// A main subscription's stream that breaks (or a probe Pub/Sub does not
-// answer) while the guard is on now keeps it on for a lease too (package
-// watermark, "Stream breaks").
+// A main subscription's stream that breaks while the guard is on now keeps
+// it on for a lease too (package watermark, "Stream breaks").
 //
 // What pubsink cannot see: the emulator strands deliveries. In two runs of
 // seed 1796098390 -short (one of them in CI), a process was killed and its
