@@ -249,6 +249,7 @@ func (a *App) setStarting(s string) {
 }
 
 func (a *App) stopServer() {
+	a.page.stop()
 	if a.server != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		a.server.Shutdown(sctx)
@@ -483,9 +484,7 @@ func (a *App) Run(ctx context.Context) error {
 		})
 	}
 	go func() { <-runCtx.Done(); stopWork() }()
-	if a.page != nil {
-		go a.page.sample(runCtx)
-	}
+	a.page.start() // stopped with the server (stopServer), so that the page's charts go on through the drain
 
 	var g errgroup.Group
 	for _, p := range a.pipelines {

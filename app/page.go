@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"html/template"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pubsink/pubsink/internal/chart"
 	"github.com/pubsink/pubsink/internal/logging"
+	"github.com/pubsink/pubsink/internal/server"
 	"github.com/pubsink/pubsink/pipeline"
 )
 
@@ -21,7 +24,9 @@ import (
 // build step) that reloads itself every pageRefresh. It shows what /status
 // has, for a person: per pipeline its state, rates and counts, watermark
 // and lag, dedupe figures, dead letters by reason, members and leader, and
-// its last warnings and errors.
+// its last warnings and errors; and charts of its last historySpan (the
+// rates of its outcomes, its watermark lag, the age of its oldest message
+// in flight), drawn from the history a sampler keeps (see history).
 
 //go:embed page.html
 var pageHTML string
@@ -36,14 +41,17 @@ const (
 	// pageRefresh is how often the page reloads itself.
 	pageRefresh = 5 * time.Second
 	// rateWindow is the span the rates are averaged over; rateSample how
-	// often the page keeps a sample of the counts for them.
+	// often the sampler keeps a sample of each pipeline, for the rates and
+	// the charts.
 	rateWindow = time.Minute
 	rateSample = 5 * time.Second
+	// historySpan is the span of the charts, as on the Dataflow job page;
+	// historyLen the samples that takes.
+	historySpan = 15 * time.Minute
+	historyLen  = int(historySpan / rateSample) // 180
 	// pageErrors is how many warnings and errors a pipeline's section
 	// lists.
 	pageErrors = 5
-	// pageReadyTimeout bounds a pipeline's readiness check on the page.
-	pageReadyTimeout = 900 * time.Millisecond
 )
 
 // page renders the status page of an App.
@@ -52,24 +60,74 @@ type page struct {
 	recent *logging.Recent
 	now    func() time.Time
 
-	mu      sync.Mutex
-	samples []rateSamplePoint // oldest first, within rateWindow
+	mu           sync.Mutex
+	history      map[string]*history // by pipeline name
+	stopSampling context.CancelFunc  // set by start
+	sampled      chan struct{}       // closed when the sampler returned
 }
 
-// rateSamplePoint is the counts of every pipeline at one time.
-type rateSamplePoint struct {
-	at     time.Time
-	counts map[string]outcomeCounts
+// history is one pipeline's last historyLen samples, one every rateSample
+// (the last historySpan): what its rates and charts are computed from. It
+// is a ring of fixed size, allocated once, at the pipeline's first sample,
+// and never grows: historyLen (180) samples × 10 fields × 8 bytes = 14,400
+// bytes, plus 16 for its two indexes, 14,416 bytes per pipeline (and its
+// entry in page.history); adding a sample allocates nothing
+// (TestPageHistoryIsBounded measures both). A
+// view of the page copies it (14.4 KB) and renders 20 to 24 KB of SVG per
+// pipeline with a full history, garbage once the page is written.
+type history struct {
+	samples [historyLen]historySample
+	next    int // where the next sample goes
+	n       int // how many it holds, up to historyLen
 }
 
-type outcomeCounts struct{ received, committed, duplicate, deadLettered, retried int64 }
+// historySample is one pipeline's figures at one time: 10 fields of 8
+// bytes.
+type historySample struct {
+	at     int64 // Unix nanoseconds, by the page's clock
+	counts outcomeCounts
+	lag    float64 // the watermark's lag, in seconds; NaN when not known
+	oldest float64 // the age of the oldest message in flight, in seconds; 0 when none is
+}
+
+func (h *history) add(s historySample) {
+	h.samples[h.next] = s
+	h.next = (h.next + 1) % historyLen
+	h.n = min(h.n+1, historyLen)
+}
+
+// get returns the i-th oldest sample, 0 ≤ i < h.n.
+func (h *history) get(i int) historySample {
+	return h.samples[(h.next-h.n+i+historyLen)%historyLen]
+}
+
+// outcomeCounts are a pipeline's counts: what it received, and how many
+// ended in each outcome.
+type outcomeCounts struct {
+	received, committed, duplicate, deadLettered, filtered, dropped, retried int64
+}
 
 func countsOf(st pipeline.Status) outcomeCounts {
-	c := outcomeCounts{received: st.Received, committed: st.Committed, duplicate: st.Duplicate, retried: st.Retried}
+	c := outcomeCounts{received: st.Received, committed: st.Committed, duplicate: st.Duplicate,
+		filtered: st.Filtered, dropped: st.Dropped, retried: st.Retried}
 	for _, n := range st.DeadLettered {
 		c.deadLettered += n
 	}
 	return c
+}
+
+// outcomes are the series of the throughput chart, in the legend's order:
+// each outcome's name, colour and count.
+var outcomes = []struct {
+	name, color string
+	count       func(outcomeCounts) int64
+}{
+	{"committed", "#2a9d3f", func(c outcomeCounts) int64 { return c.committed }},
+	{"duplicate", "#1f77b4", func(c outcomeCounts) int64 { return c.duplicate }},
+	{"dead-lettered", "#d62728", func(c outcomeCounts) int64 { return c.deadLettered }},
+	{"filtered", "#8c8c8c", func(c outcomeCounts) int64 { return c.filtered }},
+	{"dropped", "#ff7f0e", func(c outcomeCounts) int64 { return c.dropped }},
+	{"retried", "#9467bd", func(c outcomeCounts) int64 { return c.retried }},
 }
 
 // pageData is what the template gets.
@@ -84,9 +142,10 @@ type pageData struct {
 
 type pipelineView struct {
 	pipeline.Status
-	State             string // "running", "not ready", "stalled", "not receiving"
-	Problem           string // why, when not running
-	Rates             *rates // nil until two samples span a few seconds
+	State             string          // "running", "not ready", "stalled", "not receiving"
+	Problem           string          // why, when not running
+	Rates             *rates          // nil until a sample is a second old
+	Charts            []template.HTML // inline SVG: outcomes, watermark lag (when tracked), oldest in flight
 	Reasons           []reasonCount
 	Errors            []logging.Entry
 	OldestAge         *time.Duration
@@ -127,15 +186,13 @@ func (pg *page) data(ctx context.Context) pageData {
 	if len(d.Process) > pageErrors {
 		d.Process = d.Process[:pageErrors]
 	}
-	statuses := map[string]pipeline.Status{}
 	for _, p := range a.Pipelines() {
 		st := p.Status()
-		statuses[st.Name] = st
 		v := pipelineView{Status: st, State: "running", Watermark: st.Watermark, DeadLetteredTotal: countsOf(st).deadLettered}
 		if st.WatermarkLagSeconds != nil {
 			v.Lag = *st.WatermarkLagSeconds
 		}
-		rctx, cancel := context.WithTimeout(ctx, pageReadyTimeout)
+		rctx, cancel := context.WithTimeout(ctx, server.ReadyTimeout)
 		err := p.Ready(rctx)
 		cancel()
 		switch {
@@ -161,64 +218,191 @@ func (pg *page) data(ctx context.Context) pageData {
 		if len(v.Errors) > pageErrors {
 			v.Errors = v.Errors[:pageErrors]
 		}
+		samples := pg.samples(st.Name)
+		v.Rates = ratesSince(now, samples, countsOf(st))
+		v.Charts = charts(now, samples, st.Tracker != nil)
 		d.Pipelines = append(d.Pipelines, v)
 	}
-	pg.rates(now, statuses, d.Pipelines)
 	return d
 }
 
-// sample keeps a sample of the counts every rateSample until ctx ends, so
-// that the page shows rates at its first view.
-func (pg *page) sample(ctx context.Context) {
-	t := time.NewTicker(rateSample)
-	defer t.Stop()
-	for {
-		statuses := map[string]pipeline.Status{}
-		for _, p := range pg.app.Pipelines() {
-			st := p.Status()
-			statuses[st.Name] = st
+// start starts the sampler: a sample of every pipeline at once (so that
+// the page shows rates at its first view), then one every rateSample, until
+// stop. The App starts it with its pipelines and stops it with its HTTP
+// server, so that the charts go on through the drain.
+func (pg *page) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	pg.mu.Lock()
+	pg.stopSampling, pg.sampled = cancel, done
+	pg.mu.Unlock()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(rateSample)
+		defer t.Stop()
+		for {
+			for _, p := range pg.app.Pipelines() {
+				pg.record(pg.now(), p.Status())
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-		pg.rates(pg.now(), statuses, nil)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	}()
+}
+
+// stop stops the sampler and returns once it returned. It does nothing if
+// the sampler was not started, and may be called again.
+func (pg *page) stop() {
+	pg.mu.Lock()
+	cancel, done := pg.stopSampling, pg.sampled
+	pg.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
 	}
 }
 
-// rates keeps a sample of the counts at most every rateSample, drops those
-// older than rateWindow, and fills in each view's rates over the span from
-// the oldest sample to now.
-func (pg *page) rates(now time.Time, statuses map[string]pipeline.Status, views []pipelineView) {
+// record adds a sample of st, taken at now, to its pipeline's history.
+func (pg *page) record(now time.Time, st pipeline.Status) {
+	s := historySample{at: now.UnixNano(), counts: countsOf(st), lag: math.NaN()}
+	if st.WatermarkLagSeconds != nil {
+		s.lag = *st.WatermarkLagSeconds
+	}
+	if st.OldestInFlight != nil {
+		s.oldest = now.Sub(*st.OldestInFlight).Seconds()
+	}
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
-	for len(pg.samples) > 0 && now.Sub(pg.samples[0].at) > rateWindow {
-		pg.samples = pg.samples[1:]
+	h := pg.history[st.Name]
+	if h == nil {
+		if pg.history == nil {
+			pg.history = map[string]*history{}
+		}
+		h = new(history)
+		pg.history[st.Name] = h
 	}
-	if len(pg.samples) > 0 {
-		from := pg.samples[0]
-		if span := now.Sub(from.at); span >= time.Second {
-			for i := range views {
-				old, ok := from.counts[views[i].Name]
-				if !ok {
-					continue
-				}
-				cur, s := countsOf(views[i].Status), span.Seconds()
-				views[i].Rates = &rates{Over: span.Round(time.Second),
-					Received: float64(cur.received-old.received) / s, Committed: float64(cur.committed-old.committed) / s,
-					Duplicate: float64(cur.duplicate-old.duplicate) / s, DeadLettered: float64(cur.deadLettered-old.deadLettered) / s,
-					Retried: float64(cur.retried-old.retried) / s}
+	h.add(s)
+}
+
+// samples returns a copy of a pipeline's history, oldest first.
+func (pg *page) samples(name string) []historySample {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	h := pg.history[name]
+	if h == nil {
+		return nil
+	}
+	out := make([]historySample, h.n)
+	for i := range out {
+		out[i] = h.get(i)
+	}
+	return out
+}
+
+// ratesSince returns the rates from the oldest sample within rateWindow to
+// the counts cur at now, or nil if that sample is not a second old.
+func ratesSince(now time.Time, samples []historySample, cur outcomeCounts) *rates {
+	for _, from := range samples {
+		span := now.Sub(time.Unix(0, from.at))
+		if span > rateWindow {
+			continue
+		}
+		if span < time.Second {
+			return nil
+		}
+		old, s := from.counts, span.Seconds()
+		return &rates{Over: span.Round(time.Second),
+			Received: float64(cur.received-old.received) / s, Committed: float64(cur.committed-old.committed) / s,
+			Duplicate: float64(cur.duplicate-old.duplicate) / s, DeadLettered: float64(cur.deadLettered-old.deadLettered) / s,
+			Retried: float64(cur.retried-old.retried) / s}
+	}
+	return nil
+}
+
+// The charts' widths: the outcomes' chart has a legend, and with the two
+// others fills a row of a 1280-pixel window.
+const (
+	ratesChartWidth = 540
+	chartWidth      = 300
+)
+
+// charts draws a pipeline's charts from its samples, up to now: the rate
+// of each outcome between consecutive samples, the watermark lag (if
+// tracked) and the age of the oldest message in flight.
+func charts(now time.Time, samples []historySample, tracked bool) []template.HTML {
+	base := chart.Chart{End: now, Span: historySpan, Times: make([]time.Time, len(samples))}
+	for i, s := range samples {
+		base.Times[i] = time.Unix(0, s.at)
+	}
+	if len(samples) < 2 {
+		var collected time.Duration
+		if len(samples) == 1 {
+			collected = now.Sub(base.Times[0])
+		}
+		base.Empty = "collecting: " + strconv.Itoa(int(collected/time.Second)) + " s of history"
+	}
+
+	rates := base
+	rates.Title, rates.Unit, rates.Width = "Messages per second by outcome", "msg/s", ratesChartWidth
+	for _, o := range outcomes {
+		values := make([]float64, len(samples))
+		for i := range values {
+			values[i] = math.NaN() // the first sample has no rate
+			if i > 0 {
+				dt := time.Duration(samples[i].at - samples[i-1].at).Seconds()
+				values[i] = float64(o.count(samples[i].counts)-o.count(samples[i-1].counts)) / dt // dt 0: ±Inf or NaN, a gap
 			}
 		}
+		rates.Series = append(rates.Series, chart.Series{Name: o.name, Color: o.color, Values: values})
 	}
-	if len(pg.samples) == 0 || now.Sub(pg.samples[len(pg.samples)-1].at) >= rateSample {
-		counts := map[string]outcomeCounts{}
-		for name, st := range statuses {
-			counts[name] = countsOf(st)
+	out := []template.HTML{rates.SVG()}
+
+	seconds := func(title, name, color, empty string, value func(historySample) float64) template.HTML {
+		c := base
+		c.Title, c.Width = title, chartWidth
+		if c.Empty == "" {
+			c.Empty = empty
 		}
-		pg.samples = append(pg.samples, rateSamplePoint{at: now, counts: counts})
+		values := make([]float64, len(samples))
+		for i, s := range samples {
+			values[i] = value(s)
+		}
+		c.Unit = inSeconds(values)
+		c.Series = []chart.Series{{Name: name, Color: color, Values: values}}
+		return c.SVG()
 	}
+	if tracked {
+		out = append(out, seconds("Watermark lag", "watermark lag", "#1f77b4", "watermark not known yet",
+			func(s historySample) float64 { return s.lag }))
+	}
+	return append(out, seconds("Oldest message in flight", "age of the oldest message in flight", "#8c564b", "",
+		func(s historySample) float64 { return s.oldest }))
+}
+
+// inSeconds scales values in seconds to the unit that keeps the axis's
+// labels short, minutes from 10 minutes and hours from 2 hours, and
+// returns the unit.
+func inSeconds(values []float64) string {
+	var top float64
+	for _, v := range values {
+		if !math.IsInf(v, 0) && v > top {
+			top = v
+		}
+	}
+	unit, per := "seconds", 1.0
+	switch {
+	case top >= 2*3600:
+		unit, per = "hours", 3600
+	case top >= 600:
+		unit, per = "minutes", 60
+	}
+	for i := range values {
+		values[i] /= per
+	}
+	return unit
 }
 
 // ago says how long before now t was, to the second.

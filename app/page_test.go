@@ -5,16 +5,22 @@ import (
 	"context"
 	"flag"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/pipeline"
 )
 
 // screenshot, if set, is where TestStatusPageInChromium saves its
@@ -42,8 +48,8 @@ pipelines:
 `
 
 // startPageApp runs an App of pageYAML on the fakes, with 20 orders
-// committed and one poison click nacked, and returns its base URL.
-func startPageApp(t *testing.T) string {
+// committed and one poison click nacked, and returns it and its base URL.
+func startPageApp(t *testing.T) (*App, string) {
 	t.Helper()
 	f := newFakes(t)
 	ctx := context.Background()
@@ -79,24 +85,121 @@ func startPageApp(t *testing.T) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return "http://" + a.Addr()
+	return a, "http://" + a.Addr()
 }
 
-// TestStatusPage: / is HTML naming every pipeline with its state, counts
-// and dead letters, the poison's warning among the last errors, and it
-// reloads itself; other paths stay 404.
-func TestStatusPage(t *testing.T) {
-	base := startPageApp(t)
-	resp, err := http.Get(base + "/")
+// getPage returns the body of GET url, failing unless it is 200 HTML.
+func getPage(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	page := string(body)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	return string(body)
+}
+
+// pageCharts are the charts each pipeline of pageYAML has, by their
+// titles: orders tracks a watermark, clicks does not.
+var pageCharts = map[string][]string{
+	"orders": {"Messages per second by outcome", "Watermark lag", "Oldest message in flight"},
+	"clicks": {"Messages per second by outcome", "Oldest message in flight"},
+}
+
+// section returns the pipeline's section of a page, "" if there is none.
+func section(page, name string) string {
+	_, after, ok := strings.Cut(page, `<section class="pipeline" id="pipeline-`+name+`">`)
+	if !ok {
+		return ""
+	}
+	sec, _, _ := strings.Cut(after, "</section>")
+	return sec
+}
+
+// svgs returns the <svg> elements of s, whole.
+func svgs(s string) []string {
+	return regexp.MustCompile(`(?s)<svg .*?</svg>`).FindAllString(s, -1)
+}
+
+// seedHistory stops a's sampler and gives each of its pipelines a full
+// history, historySpan of made-up traffic sampled every rateSample up to
+// now, whose last sample has the pipeline's real counts: a steady flow
+// with some duplicates, dead letters, filtered and dropped messages, and
+// an outage 6 to 4.5 minutes before now (commits stall, deliveries are
+// retried, the watermark lag and the oldest message's age climb, then
+// catch up), so that every series has a shape. The second pipeline has
+// half the flow, and its poison message's retries. It is what the README's
+// screenshot shows.
+func seedHistory(a *App, now time.Time) {
+	pg := a.page
+	pg.stop()
+	for k, p := range a.Pipelines() {
+		live := p.Status()
+		// The made-up statuses, from the last (live) one back: each is the
+		// next one less the messages of the 5 s between them.
+		statuses := make([]pipeline.Status, historyLen)
+		cur := countsOf(live)
+		for i := historyLen - 1; i >= 0; i-- {
+			x, scale := float64(i), 1/float64(k+1)
+			in := outcomeCounts{} // the messages of the 5 s before sample i
+			rate := func(r float64) int64 { return int64(math.Round(r * scale * rateSample.Seconds())) }
+			lag, oldest := 3+1.5*math.Sin(x/4), 0.6+0.4*math.Abs(math.Sin(x/5))
+			in.committed = rate(42 + 10*math.Sin(x/11) + 4*math.Sin(x/3))
+			in.duplicate = rate(3 + 2*math.Sin(x/5))
+			in.filtered = rate(8 + 2*math.Cos(x/7))
+			if i%41 == 7 {
+				in.deadLettered = rate(4)
+			}
+			if i >= 40 && i < 52 {
+				in.dropped = rate(2)
+			}
+			switch {
+			case i >= 108 && i < 126: // the outage
+				d := float64(i - 107)
+				in.committed, in.retried = rate(3), rate(30)
+				lag, oldest = lag+4*d, oldest+4*d
+			case i >= 126 && i < 144: // catching up
+				d := float64(144 - i)
+				in.committed = rate(45 + 2*d)
+				lag, oldest = max(lag, 4*d), max(oldest, 4*d)
+			}
+			if k > 0 { // at least once: no dedupe, no dead-letter output, a poison retried
+				in.duplicate, in.deadLettered, in.retried = 0, 0, in.retried+rate(20)
+			}
+			st := pipeline.Status{Name: live.Name, Received: cur.received, Committed: cur.committed, Duplicate: cur.duplicate,
+				DeadLettered: map[string]int64{"invalid_payload": cur.deadLettered}, Filtered: cur.filtered, Dropped: cur.dropped, Retried: cur.retried}
+			at := now.Add(-time.Duration(historyLen-1-i) * rateSample)
+			oldestAt := at.Add(-time.Duration(oldest * float64(time.Second)))
+			st.OldestInFlight = &oldestAt
+			if live.Tracker != nil {
+				st.WatermarkLagSeconds = &lag
+			}
+			statuses[i] = st
+			cur = outcomeCounts{received: cur.received - in.committed - in.duplicate - in.deadLettered - in.filtered - in.dropped - in.retried,
+				committed: cur.committed - in.committed, duplicate: cur.duplicate - in.duplicate, deadLettered: cur.deadLettered - in.deadLettered,
+				filtered: cur.filtered - in.filtered, dropped: cur.dropped - in.dropped, retried: cur.retried - in.retried}
+		}
+		pg.mu.Lock()
+		delete(pg.history, live.Name)
+		pg.mu.Unlock()
+		for i, st := range statuses {
+			pg.record(now.Add(-time.Duration(historyLen-1-i)*rateSample), st)
+		}
+	}
+}
+
+// TestStatusPage: / is HTML naming every pipeline with its state, counts
+// and dead letters, the poison's warning among the last errors, and it
+// reloads itself; each pipeline has its charts, which say how much history
+// they have until they have two samples, then draw every series; other
+// paths stay 404.
+func TestStatusPage(t *testing.T) {
+	a, base := startPageApp(t)
+	page := getPage(t, base+"/")
 	for _, want := range []string{
 		`id="pipeline-orders"`, `id="pipeline-clicks"`, `<meta http-equiv="refresh" content="5">`,
 		`<td>committed</td><td class="n">20</td>`, "no tracking subscription", "invalid_payload",
@@ -111,11 +214,138 @@ func TestStatusPage(t *testing.T) {
 	if r, err := http.Get(base + "/nope"); err != nil || r.StatusCode != 404 {
 		t.Errorf("GET /nope: %v %v, want 404", r.StatusCode, err)
 	}
+
+	// The sampler ran from the start; the test's samples replace its own.
+	a.page.stop()
+	for name := range pageCharts {
+		if len(a.page.samples(name)) == 0 {
+			t.Errorf("the sampler kept no sample of %s", name)
+		}
+	}
+
+	t.Run("with one sample, each chart says how much history it has", func(t *testing.T) {
+		at := time.Now().Add(-3 * time.Second)
+		for _, p := range a.Pipelines() {
+			st := p.Status()
+			a.page.mu.Lock()
+			delete(a.page.history, st.Name)
+			a.page.mu.Unlock()
+			a.page.record(at, st)
+		}
+		page := getPage(t, base+"/")
+		for name, titles := range pageCharts {
+			charts := svgs(section(page, name))
+			if len(charts) != len(titles) {
+				t.Errorf("%s has %d charts, want %d (%q):\n%s", name, len(charts), len(titles), titles, page)
+				continue
+			}
+			for i, svg := range charts {
+				if !strings.Contains(svg, `aria-label="`+titles[i]+`"`) || !regexp.MustCompile(`>collecting: [345] s of history<`).MatchString(svg) ||
+					strings.Contains(svg, `class="series"`) {
+					t.Errorf("%s's chart %d is not %q saying it is collecting 3 s of history, and nothing else:\n%s", name, i, titles[i], svg)
+				}
+			}
+		}
+	})
+
+	t.Run("with history, each chart draws its series", func(t *testing.T) {
+		seedHistory(a, time.Now())
+		page := getPage(t, base+"/")
+		for name, titles := range pageCharts {
+			sec := section(page, name)
+			charts := svgs(sec)
+			if len(charts) != len(titles) {
+				t.Errorf("%s has %d charts, want %d (%q):\n%s", name, len(charts), len(titles), titles, page)
+				continue
+			}
+			for i, svg := range charts {
+				series := map[string]int{}
+				for _, m := range regexp.MustCompile(`(?s)<g class="series" data-name="([^"]*)">.*?</g>`).FindAllStringSubmatch(svg, -1) {
+					series[m[1]] = strings.Count(m[0], "<polyline")
+				}
+				want := []string{"age of the oldest message in flight"}
+				switch titles[i] {
+				case "Messages per second by outcome":
+					want = []string{"committed", "duplicate", "dead-lettered", "filtered", "dropped", "retried"}
+				case "Watermark lag":
+					want = []string{"watermark lag"}
+				}
+				for _, name := range want {
+					if series[name] == 0 {
+						t.Errorf("chart %q lacks a line of %q (has %v):\n%s", titles[i], name, series, svg)
+					}
+				}
+				if len(series) != len(want) || strings.Contains(svg, "collecting") || !strings.Contains(svg, ">last 15 min</text>") {
+					t.Errorf("chart %q: series %v, want %q, over the last 15 min:\n%s", titles[i], series, want, svg)
+				}
+			}
+			// The rates are the history's too: orders committed about 40 a second.
+			if name == "orders" {
+				m := regexp.MustCompile(`<td>committed</td><td class="n">\d+</td><td class="n">([\d.]+)</td>`).FindStringSubmatch(sec)
+				if rate, _ := strconv.ParseFloat(append(m, "", "")[1], 64); rate < 10 {
+					t.Errorf("orders' committed rate %q, want the history's (about 40/s):\n%s", m, sec)
+				}
+			}
+		}
+		for _, want := range []string{">msg/s</text>", ">committed</text>", ">retried</text>", ">−15 min</text>", ">now</text>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page lacks %q (units, legend, time axis)", want)
+			}
+		}
+	})
+}
+
+// TestPageChartsSayWhatTheyLack: with two samples and no watermark yet,
+// the lag chart says so, and the others draw.
+func TestPageChartsSayWhatTheyLack(t *testing.T) {
+	now := time.Now()
+	samples := []historySample{{at: now.Add(-5 * time.Second).UnixNano(), lag: math.NaN()}, {at: now.UnixNano(), lag: math.NaN()}}
+	svgs := charts(now, samples, true)
+	if len(svgs) != 3 || !strings.Contains(string(svgs[1]), ">watermark not known yet<") ||
+		strings.Contains(string(svgs[0]), `class="empty"`) || strings.Contains(string(svgs[2]), `class="empty"`) {
+		t.Errorf("charts, want the lag's saying the watermark is not known yet, the others drawn:\n%s", svgs)
+	}
+}
+
+// TestPageHistoryIsBounded measures what a pipeline's history costs: its
+// size is the doc comment's figure (180 samples × 10 fields × 8 bytes,
+// plus two indexes: 14,416 bytes), it is allocated once however many
+// samples are recorded, adding a sample allocates nothing, and it keeps the
+// last historyLen samples, oldest first.
+func TestPageHistoryIsBounded(t *testing.T) {
+	if got, want := unsafe.Sizeof(history{}), uintptr(historyLen*10*8+16); got != want || historyLen != 180 {
+		t.Errorf("a history is %d bytes of %d samples, want %d of 180", got, historyLen, want)
+	}
+	pg := &page{}
+	st := pipeline.Status{Name: "p", DeadLettered: map[string]int64{"invalid_payload": 1}}
+	const n = int64(10*historyLen + 7) // not a multiple: the ring has wrapped around mid-way
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		st.Committed = i
+		pg.record(time.Unix(i*5, 0), st)
+	}
+	runtime.ReadMemStats(&after)
+	grew := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d samples of a pipeline allocated %d bytes; a history is %d", n, grew, unsafe.Sizeof(history{}))
+	if grew > 2*uint64(unsafe.Sizeof(history{})) {
+		t.Errorf("%d samples allocated %d bytes, want about one history (%d)", n, grew, unsafe.Sizeof(history{}))
+	}
+	s := pg.samples("p")
+	if len(s) != historyLen || s[0].counts.committed != n-int64(historyLen) || s[len(s)-1].counts.committed != n-1 {
+		t.Errorf("the history holds %d samples, committed %d to %d; want %d, %d to %d",
+			len(s), s[0].counts.committed, s[len(s)-1].counts.committed, historyLen, n-int64(historyLen), n-1)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() { pg.record(time.Unix(0, 0), st) }); allocs != 0 {
+		t.Errorf("a sample allocates %v times, want 0", allocs)
+	}
 }
 
 // TestStatusPageInChromium loads the page in headless Chromium (Debian's
-// chromium; CI installs it): it renders, names every pipeline, and its
-// screenshot is a real image.
+// chromium; CI installs it) 1280 pixels wide: it renders, names every
+// pipeline, has each pipeline's charts as SVG with their lines (the
+// history seeded by seedHistory), and its screenshot is a real image.
 func TestStatusPageInChromium(t *testing.T) {
 	browser := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -130,14 +360,15 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		t.Skip("no chromium on PATH (with CI=true this is a failure)")
 	}
-	base := startPageApp(t)
+	a, base := startPageApp(t)
+	seedHistory(a, time.Now()) // charts with lines, for the test and the README's screenshot
 	dir := t.TempDir()
 	chrome := func(args ...string) []byte {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,1400"}, args...)
+			"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,1700"}, args...)
 		var stderr bytes.Buffer
 		cmd := exec.CommandContext(ctx, browser, args...)
 		cmd.Stderr = &stderr
@@ -151,6 +382,17 @@ func TestStatusPageInChromium(t *testing.T) {
 	for _, want := range []string{"pipeline-orders", "pipeline-clicks", "committed", "invalid_payload"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium rendered lacks %q:\n%s", want, dom)
+		}
+	}
+	for name, titles := range pageCharts {
+		charts := svgs(section(dom, name))
+		if len(charts) != len(titles) {
+			t.Errorf("Chromium's DOM of %s has %d svg charts, want %d:\n%s", name, len(charts), len(titles), dom)
+		}
+		for i, svg := range charts {
+			if i < len(titles) && (!strings.Contains(svg, `aria-label="`+titles[i]+`"`) || !strings.Contains(svg, "<polyline")) {
+				t.Errorf("Chromium's DOM of %s's chart %d is not %q with lines:\n%s", name, i, titles[i], svg)
+			}
 		}
 	}
 	png := filepath.Join(dir, "status.png")
