@@ -45,13 +45,44 @@ func mustParse(t *testing.T, yaml string) *Config {
 }
 
 // update rewrites the .expected files of TestBadConfigs from what Load
-// says: go test ./config -run TestBadConfigs -update (then read the diff).
-var update = flag.Bool("update", false, "rewrite testdata/*.bad.expected")
+// says: go test ./config -run TestBadConfigs -update (then read the diff);
+// and docs/pubsink.schema.json: go test ./config -run TestSchemaFileIsUpToDate -update.
+var update = flag.Bool("update", false, "rewrite testdata/*.bad.expected and docs/pubsink.schema.json")
 
 // TestBadConfigs parses every testdata/NAME.bad.yaml and expects exactly the
 // problems listed in NAME.bad.expected, in that order: file order, each
 // with its line.
 func TestBadConfigs(t *testing.T) {
+	forEachBadConfig(t, func(t *testing.T, _, file string) {
+		want, err := os.ReadFile(strings.TrimSuffix(file, ".yaml") + ".expected")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(file)
+		if cfg != nil {
+			t.Errorf("Load returned a config along with problems")
+		}
+		var problems Problems
+		if !errors.As(err, &problems) {
+			t.Fatalf("Load error = %v, want Problems", err)
+		}
+		if *update {
+			if err := os.WriteFile(strings.TrimSuffix(file, ".yaml")+".expected", []byte(problems.Error()+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		got := strings.Split(problems.Error(), "\n")
+		wantLines := strings.Split(strings.TrimRight(string(want), "\n"), "\n")
+		if !slices.Equal(got, wantLines) {
+			t.Errorf("problems:\n%s\n\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
+		}
+	})
+}
+
+// forEachBadConfig runs test on each testdata/NAME.bad.yaml, as subtest
+// NAME, in the environment that the fixtures expect.
+func forEachBadConfig(t *testing.T, test func(t *testing.T, name, file string)) {
 	files, err := filepath.Glob("testdata/*.bad.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)
@@ -62,29 +93,7 @@ func TestBadConfigs(t *testing.T) {
 			cleanEnv(t)
 			t.Setenv("PUBSINK_FIXTURE_UNSET", "")
 			os.Unsetenv("PUBSINK_FIXTURE_UNSET") // restored by Setenv's cleanup
-			want, err := os.ReadFile(strings.TrimSuffix(file, ".yaml") + ".expected")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := Load(file)
-			if cfg != nil {
-				t.Errorf("Load returned a config along with problems")
-			}
-			var problems Problems
-			if !errors.As(err, &problems) {
-				t.Fatalf("Load error = %v, want Problems", err)
-			}
-			if *update {
-				if err := os.WriteFile(strings.TrimSuffix(file, ".yaml")+".expected", []byte(problems.Error()+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			got := strings.Split(problems.Error(), "\n")
-			wantLines := strings.Split(strings.TrimRight(string(want), "\n"), "\n")
-			if !slices.Equal(got, wantLines) {
-				t.Errorf("problems:\n%s\n\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
-			}
+			test(t, name, file)
 		})
 	}
 }

@@ -2,7 +2,9 @@
 //
 // It owns the file format of docs/reference.md "Configuration": the keys and their types,
 // the defaults (all in defaults.go, each with its reason), ${VAR} expansion,
-// PUBSINK_* environment overrides, and validation. It is the only package
+// PUBSINK_* environment overrides, validation, and the JSON Schema that
+// editors check the file with (JSONSchema; docs/pubsink.schema.json, kept
+// equal to it by a test). It is the only package
 // that imports viper. It does not own what the values mean at run time, nor
 // checks that need the network (that the tracking subscription is on the same
 // topic is checked at start by source and watermark; that tables exist, by

@@ -45,13 +45,27 @@ var (
 	protoMessageRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 )
 
+// The values of each key that takes one of a list, in the order problems
+// name them (and the JSON Schema offers them, schema.go).
+var (
+	logLevels        = []string{"debug", "info", "warn", "error"}
+	logFormats       = []string{"json", "console"}
+	modes            = []string{ModeExactlyOnce, ModeAtLeastOnce}
+	timestampFormats = []string{TimestampAuto, TimestampRFC3339, TimestampUnixS, TimestampUnixMS, TimestampUnixUS, TimestampUnixNS}
+	lateDataPolicies = []string{LateAccept, LateDeadLetter, LateDrop}
+	payloadFormats   = []string{FormatJSON, FormatAvro, FormatProtobuf, FormatString, FormatRaw}
+	encodings        = []string{EncodingBinary, EncodingJSON}
+	sinkTypes        = []string{SinkBigtable, SinkStdout}
+	cellTimes        = []string{CellTimeEvent, CellTimePublish}
+)
+
 // validate checks the decoded, defaulted cfg and reports every problem.
 func validate(cfg *Config, c *collector) {
 	if cfg.Project == "" {
 		c.add("project", "required")
 	}
-	oneOf(c, "log.level", cfg.Log.Level, "debug", "info", "warn", "error")
-	oneOf(c, "log.format", cfg.Log.Format, "json", "console")
+	oneOf(c, "log.level", cfg.Log.Level, logLevels...)
+	oneOf(c, "log.format", cfg.Log.Format, logFormats...)
 	if _, _, err := net.SplitHostPort(cfg.HTTP.Addr); err != nil {
 		c.add("http.addr", "%q is not host:port (write :8080 for every interface)", cfg.HTTP.Addr)
 	}
@@ -101,7 +115,7 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 	default:
 		v.names[p.Name] = at("name")
 	}
-	oneOf(c, at("mode"), p.Mode, ModeExactlyOnce, ModeAtLeastOnce)
+	oneOf(c, at("mode"), p.Mode, modes...)
 
 	// Source.
 	s := &p.Source
@@ -132,8 +146,7 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 		}
 		keyTemplate(c, at("source.timestamp_template"), s.TimestampTemplate, "every message would have one event time")
 	}
-	oneOf(c, at("source.timestamp_format"), s.TimestampFormat,
-		TimestampAuto, TimestampRFC3339, TimestampUnixS, TimestampUnixMS, TimestampUnixUS, TimestampUnixNS)
+	oneOf(c, at("source.timestamp_format"), s.TimestampFormat, timestampFormats...)
 	if s.Streams < 1 || s.Streams > maxStreams {
 		c.add(at("source.streams"), "must be 1 to %d, not %d", maxStreams, s.Streams)
 	}
@@ -163,7 +176,7 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 	if p.Watermark.AllowedLateness < 0 {
 		c.add(at("watermark.allowed_lateness"), "must not be negative, not %v", p.Watermark.AllowedLateness)
 	}
-	if oneOf(c, at("watermark.late_data"), p.Watermark.LateData, LateAccept, LateDeadLetter, LateDrop) &&
+	if oneOf(c, at("watermark.late_data"), p.Watermark.LateData, lateDataPolicies...) &&
 		p.Watermark.LateData == LateDeadLetter && !p.DeadLetter.hasOutput() {
 		c.add(at("watermark.late_data"), "dead_letter needs a dead_letter output (topic, bigtable_table or file)")
 	}
@@ -177,8 +190,7 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 // files are not read here (config reads no files): run compiles them.
 func (v *validator) payload(at func(string) string, p *Pipeline) {
 	c, pl := v.c, &p.Payload
-	formats := []string{FormatJSON, FormatAvro, FormatProtobuf, FormatString, FormatRaw}
-	if oneOfNear(c, at("payload.format"), pl.Format, formatAliases, formats...) {
+	if oneOfNear(c, at("payload.format"), pl.Format, formatAliases, payloadFormats...) {
 		switch ext := schemaExt[pl.Format]; {
 		case ext == "":
 			if pl.Schema != "" {
@@ -217,7 +229,7 @@ func (v *validator) payload(at func(string) string, p *Pipeline) {
 	case pl.Schema == "":
 		c.add(at("payload.encoding"), "only with a schema file (payload.schema): it is the encoding of the messages read with it")
 	default:
-		oneOfNear(c, at("payload.encoding"), pl.Encoding, nil, EncodingBinary, EncodingJSON)
+		oneOfNear(c, at("payload.encoding"), pl.Encoding, nil, encodings...)
 	}
 }
 
@@ -232,7 +244,7 @@ var formatAliases = map[string]string{"proto": FormatProtobuf, "text": FormatStr
 func (v *validator) sink(at func(string) string, p *Pipeline) {
 	c, k := v.c, &p.Sink
 	mappings := len(k.Mappings) > 0
-	bigtable := oneOf(c, at("sink.type"), k.Type, SinkBigtable, SinkStdout) && k.Type == SinkBigtable
+	bigtable := oneOf(c, at("sink.type"), k.Type, sinkTypes...) && k.Type == SinkBigtable
 	if bigtable {
 		if k.Instance == "" {
 			c.add(at("sink.instance"), "required for a bigtable sink (it defaults to state.instance)")
@@ -369,7 +381,7 @@ func cellTimestamp(c *collector, path, value string) {
 		return
 	}
 	if !strings.Contains(value, "{") { // a word: a misspelled source, most likely
-		oneOf(c, path, value, CellTimeEvent, CellTimePublish)
+		oneOf(c, path, value, cellTimes...)
 		return
 	}
 	keyTemplate(c, path, value, "every cell would have one timestamp (write event_time, publish_time or a template that reads the message)")
