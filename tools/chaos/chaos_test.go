@@ -921,6 +921,18 @@ func TestCheckToleratesWhatTimingAllows(t *testing.T) {
 			withReplicas(o, 3)
 			writeLate(t, o)
 		}},
+		// Issue 21, item 5 (seed 20261202 -n 20000 -duration 3m -replicas 3
+		// -mix): a winner's redelivery (its ack lost, or its process paused
+		// past its leases) writes its key's cells again and counts as
+		// committed, and as resumed; committed − resumed counts the key once.
+		{"a winner's redelivery resumed and committed again", func(t *testing.T, o *Observed) {
+			st := &o.Gens[0].last
+			st.Received++
+			st.Committed++
+			st.Resumed++
+			o.Final[0].Received++
+			o.Final[0].Committed++
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := perfect(t, 11)
