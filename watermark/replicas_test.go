@@ -47,8 +47,6 @@ func testReplicas(t *testing.T, clean bool) {
 	bt := newStateTable(t)
 	et, _ := NewEventTime("ts", config.TimestampAuto)
 
-	var heldMu sync.Mutex
-	heldID := ""
 	release := make(chan struct{})
 	ids := []string{"a", "b"}
 	reps := map[string]*replica{}
@@ -87,10 +85,7 @@ func testReplicas(t *testing.T, clean bool) {
 			defer wg.Done()
 			ps.source(ps.main).Run(ctx, context.WithoutCancel(ctx), func(hctx context.Context, msg *source.Message) bool {
 				defer r.held.add(msg.PublishTime)()
-				heldMu.Lock()
-				hold := msg.ID == heldID
-				heldMu.Unlock()
-				if hold {
+				if isHeld(msg) {
 					select {
 					case <-release:
 					case <-ctx.Done():
@@ -169,7 +164,7 @@ func testReplicas(t *testing.T, clean bool) {
 
 	// Past the startup guard, on an idle topic.
 	time.Sleep(1500 * time.Millisecond)
-	heldEvent, last := ps.publishHeldThenStream(t, 40, func(id string) { heldMu.Lock(); heldID = id; heldMu.Unlock() })
+	heldEvent, last := ps.publishHeldThenStream(t, 40, reps[first].tr)
 	time.Sleep(1500 * time.Millisecond)
 	for id, r := range reps {
 		if wm := r.tr.Watermark(); wm.After(heldEvent) {
