@@ -39,6 +39,7 @@ var exportedMetrics = map[string]metric{
 	"pubsink_ready":                             {"gauge", nil},
 	"pubsink_build_info":                        {"gauge", []string{"version", "revision", "go_version"}},
 	"pubsink_commit_latency_seconds":            {"histogram", []string{"pipeline"}},
+	"pubsink_stage_seconds":                     {"histogram", []string{"pipeline", "stage"}},
 	"pubsink_sink_write_seconds":                {"histogram", []string{"pipeline"}},
 	"pubsink_dedupe_filter_fill_ratio":          {"gauge", []string{"pipeline"}},
 	"pubsink_dedupe_false_positive_ratio":       {"gauge", []string{"pipeline"}},

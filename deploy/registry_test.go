@@ -24,6 +24,7 @@ func TestExportedMetricsAreTheRegistrys(t *testing.T) {
 	p.WatchOldestInFlight(func() (time.Time, bool) { return time.Time{}, false })
 	p.SinkWrite.Observe(0.01)
 	p.CommitLatency.Observe(0.01)
+	p.Stage("write").Observe(0.01)
 	m.BigtableMutations("orders", metrics.CallMutateRows)
 	families, err := m.Registry.Gather()
 	if err != nil {

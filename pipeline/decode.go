@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"time"
+
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/mapping"
 )
@@ -14,4 +16,7 @@ type record struct {
 	// resumed: the message's dedupe claim was made by an earlier delivery
 	// of it, whose rows this one writes again (counted apart).
 	resumed bool
+	// lapped is when the message's last stage ended (its receipt before
+	// the first), zero if its stages are not timed: see Pipeline.lap.
+	lapped time.Time
 }

@@ -30,6 +30,8 @@ type Pipeline struct {
 	retry    retry.Policy
 	dlWait   time.Duration
 	inFlight *inFlight
+	stages   stageObservers
+	sampler  stageSampler
 	// stopMembers ends the membership's renewals that Run started and
 	// waits for them; Close calls it.
 	stopMembers func()
@@ -57,6 +59,7 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 		retry:    deps.Retry,
 		dlWait:   deps.DeadLetterWait,
 		inFlight: newInFlight(),
+		sampler:  stageSampler{every: stageSampleEvery},
 	}
 	if p.dlWait <= 0 {
 		p.dlWait = DefaultDeadLetterWait
@@ -69,6 +72,19 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 		deps.Metrics.WatchWatermark(deps.Tracker.Watermark)
 	}
 	deps.Metrics.WatchOldestInFlight(p.inFlight.oldest)
+	for s, name := range stageNames {
+		switch stage(s) {
+		case stageDedupe, stageCommit:
+			if deps.Dedupe == nil {
+				continue
+			}
+		case stageReport:
+			if deps.Tracker == nil {
+				continue
+			}
+		}
+		p.stages[s] = deps.Metrics.Stage(name)
+	}
 	for _, r := range deadletter.Reasons {
 		deps.Metrics.DeadLettered(string(r)) // export every reason at 0, so that rate() works from the start
 	}
@@ -87,6 +103,7 @@ func (p *Pipeline) Handle(ctx context.Context, m *source.Message) bool {
 	p.deps.Metrics.InFlight.Inc()
 	slot := p.inFlight.add(m.PublishTime)
 	r := records.Get()
+	p.sampler.start(r)
 	out := p.process(ctx, m, r)
 	p.inFlight.remove(slot)
 	p.deps.Metrics.InFlight.Dec()
@@ -116,6 +133,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 			return out
 		}
 	}
+	p.lap(r, stageMap)
 	if r.Filtered {
 		// Before dedupe: a filtered message makes no state write, and its
 		// redelivery is filtered again (the filter is deterministic).
@@ -134,6 +152,7 @@ func (p *Pipeline) process(ctx context.Context, m *source.Message, r *record) Ou
 	if err := p.write(ctx, r); err != nil {
 		return p.writeFailed(ctx, m, r, err)
 	}
+	p.lap(r, stageWrite)
 	return Committed
 }
 
@@ -198,6 +217,9 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 		claim, dup, err = claimKey(ctx, r.Key, m.ID)
 		return err
 	}, p.logRetry(m, "dedupe lookup"))
+	if err == nil {
+		p.lap(r, stageDedupe)
+	}
 	switch {
 	case err != nil:
 		return Retry
@@ -215,6 +237,7 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 			return out
 		}
 	}
+	p.lap(r, stageWrite)
 	// The rows are durable. A claim decided the key already, so its Commit
 	// writes nothing: it tells the deliveries of the key waiting in this
 	// process that they are duplicates; ClaimOnce's writes the record,
@@ -226,6 +249,7 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 	if err != nil {
 		return Retry
 	}
+	p.lap(r, stageCommit)
 	return Committed
 }
 
@@ -397,6 +421,8 @@ func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out
 		}, p.logRetry(m, "watermark report"))
 		if err != nil {
 			out = Retry
+		} else {
+			p.lap(r, stageReport)
 		}
 	}
 	switch out {

@@ -75,9 +75,9 @@ func TestReadyAndBuildInfo(t *testing.T) {
 // TestBucketsAreReadable: every histogram bound is 1, 2.5 or 5 times a
 // power of ten, so that le labels read as numbers a person would choose.
 func TestBucketsAreReadable(t *testing.T) {
-	for _, b := range latencyBuckets {
+	for _, b := range stageBuckets { // latencyBuckets and below
 		ok := false
-		for p := 1e-3; p <= 1e3; p *= 10 {
+		for p := 1e-4; p <= 1e3; p *= 10 {
 			for _, f := range []float64{1, 2.5, 5} {
 				if d := b - f*p; d < 1e-12 && d > -1e-12 {
 					ok = true
