@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,59 @@ func TestOnePerShared(t *testing.T) {
 	}
 	if got := onePerShared("exactly_once_shared_avro", o); got != "exactly_once_avro" {
 		t.Errorf("exactly_once_shared_avro compares with %s", got)
+	}
+}
+
+// The stages' histograms are read from the Prometheus text, summed over
+// processes, and their quantiles interpolated as histogram_quantile does.
+func TestStageHistograms(t *testing.T) {
+	text := `pubsink_stage_seconds_bucket{pipeline="bench",stage="write",le="0.01"} 0
+pubsink_stage_seconds_bucket{pipeline="bench",stage="write",le="0.025"} 50
+pubsink_stage_seconds_bucket{pipeline="bench",stage="write",le="0.05"} 100
+pubsink_stage_seconds_bucket{pipeline="bench",stage="write",le="+Inf"} 100
+pubsink_stage_seconds_sum{pipeline="bench",stage="write"} 2.5
+pubsink_stage_seconds_count{pipeline="bench",stage="write"} 100
+pubsink_stage_seconds_bucket{pipeline="bench",stage="map",le="0.0001"} 10
+pubsink_stage_seconds_bucket{pipeline="bench",stage="map",le="+Inf"} 10
+pubsink_stage_seconds_sum{pipeline="bench",stage="map"} 0.0005
+pubsink_stage_seconds_count{pipeline="bench",stage="map"} 10
+pubsink_messages_committed_total{pipeline="bench"} 100
+`
+	c, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.stages["write"]
+	if w == nil || w.count != 100 || w.mean() != 25 {
+		t.Fatalf("write: %+v", w)
+	}
+	// The median is the 50th observation: the top of the 10–25 ms bucket;
+	// the p99 is 99% of the way through the 25–50 ms one.
+	if got := w.quantile(0.5); math.Abs(got-25) > 1e-9 {
+		t.Errorf("p50 %v ms, want 25", got)
+	}
+	if got := w.quantile(0.99); math.Abs(got-49.5) > 1e-9 {
+		t.Errorf("p99 %v ms, want 49.5", got)
+	}
+	if got := c.stages["map"].quantile(0.99); math.Abs(got-0.099) > 1e-9 {
+		t.Errorf("map p99 %v ms, want 0.099", got)
+	}
+	two := w.plus(w)
+	if two.count != 200 || two.quantile(0.99) != w.quantile(0.99) || w.count != 100 {
+		t.Errorf("summed: %+v (and the first %+v)", two, w)
+	}
+	if (*hist)(nil).plus(w).count != 100 {
+		t.Error("nil plus h is not h")
+	}
+	var out strings.Builder
+	printStages(&out, options{connectors: []kind{naive, exactlyOnce}}, map[kind][]result{
+		naive: {{kind: naive}}, exactlyOnce: {{kind: exactlyOnce, stages: c.stages}, {kind: exactlyOnce, stages: map[string]*hist{"write": two}}},
+	})
+	if !strings.Contains(out.String(), "exactly_once  write  25.00 [25.00–25.00]  25.00 [25.00–25.00]  49.50 [49.50–49.50]") ||
+		!strings.Contains(out.String(), "exactly_once    map") || strings.Contains(out.String(), "naive") {
+		t.Errorf("stages printed:\n%s", out.String())
+	}
+	if _, err := parseMetrics(strings.NewReader(`pubsink_stage_seconds_count{pipeline="bench"} 1` + "\n")); err == nil {
+		t.Error("a stage series without a stage: accepted")
 	}
 }

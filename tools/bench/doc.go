@@ -223,6 +223,15 @@
 // with min–max, and the ratios to naive of CPU, the sink writes, RSS, p50
 // and p99.
 //
+// Where pubsink's latency goes: after the summary (of a drain too), each
+// pubsink connector's pubsink_stage_seconds by stage (map, dedupe, write,
+// commit, report), over its sample of a run's messages (one in 16), read with the writes and
+// summed over a shared connector's processes: the mean (exact: the sum
+// over the count), p50 and p99 (interpolated within the 1-2.5-5 buckets,
+// as PromQL's histogram_quantile does), medians [min–max] over the rounds.
+// What a probe's latency has beyond the stages is Pub/Sub's delivery and
+// the poll's half period. A binary before the metric shows no stages.
+//
 // The probes' reads (500 a second) and the publishing load the emulators
 // and the bench, not the connectors: they are the same for all. With
 // -profile, the profiled runs are latency runs too; -n and -samples do not

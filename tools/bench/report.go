@@ -281,6 +281,7 @@ func printTable(w io.Writer, o options, all []result) {
 	if !o.latency {
 		printSharedThroughput(w, o, byKind)
 	}
+	printStages(w, o, byKind)
 
 	for _, ref := range append([]kind{naive}, o.references...) {
 		printRatios(w, o, ms, byKind, ref)

@@ -50,7 +50,10 @@ type result struct {
 	// writes are the Bigtable row mutations of the connector's processes,
 	// summed, read at the end of the run (before the stop), with the
 	// messages committed then: see statePerMsg and sinkPerMsg.
-	writes  writes
+	writes writes
+	// stages are pubsink_stage_seconds by stage, summed over the
+	// processes, read with writes (nil for the naive connector).
+	stages  map[string]*hist
 	rssSeen []rssPoint
 	err     error
 }
@@ -210,7 +213,7 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 		// before the stop, so that they cover the whole run (the
 		// membership and watermark renewals of the state table included)
 		// but not the writes of the shutdown.
-		res.writes = readWrites(e.addrs, n)
+		res.writes, res.stages = readEnd(e.addrs, n)
 	}
 	// Peak RSS is the largest child's VmHWM, read while they run (watch)
 	// and just before they are stopped. Not rusage's maxrss: on Linux a
@@ -323,16 +326,16 @@ func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, re
 	}
 }
 
-// readWrites reads the row mutations of the run's state and sink tables
-// from its processes, summed. A failed scrape leaves them unknown: it does
-// not fail the run, whose drain was measured.
-func readWrites(addrs []string, n names) writes {
+// readEnd reads the row mutations of the run's state and sink tables,
+// and the stages' histograms, from its processes, summed. A failed scrape
+// leaves them unknown: it does not fail the run, whose drain was measured.
+func readEnd(addrs []string, n names) (writes, map[string]*hist) {
 	m, err := scrapeAll(addrs)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s: reading the Bigtable mutations at the end of the run: %v\n", n.suffix, err)
-		return writes{}
+		return writes{}, nil
 	}
-	return writes{known: m.mutationsSeen, state: m.mutations[n.state], sink: m.mutations[n.table], committed: m.committed}
+	return writes{known: m.mutationsSeen, state: m.mutations[n.state], sink: m.mutations[n.table], committed: m.committed}, m.stages
 }
 
 // child is a connector process, the leader of its own process group.
@@ -421,6 +424,8 @@ type counts struct {
 	// summed over the calls; mutationsSeen says the counter was there.
 	mutations     map[string]float64
 	mutationsSeen bool
+	// stages are pubsink_stage_seconds by stage (nil: not exported).
+	stages map[string]*hist
 }
 
 // mutationsMetric is the prefix of pubsink_bigtable_mutations_total's
@@ -445,6 +450,12 @@ func scrapeAll(addrs []string) (counts, error) {
 				sum.mutations = map[string]float64{}
 			}
 			sum.mutations[t] += v
+		}
+		for s, h := range c.stages {
+			if sum.stages == nil {
+				sum.stages = map[string]*hist{}
+			}
+			sum.stages[s] = sum.stages[s].plus(h)
 		}
 	}
 	return sum, nil
@@ -477,6 +488,15 @@ func parseMetrics(r io.Reader) (counts, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if c.stages == nil {
+			c.stages = map[string]*hist{}
+		}
+		if ok, err := addStageLine(c.stages, line); ok {
+			if err != nil {
+				return c, err
+			}
+			continue
+		}
 		var dst *float64
 		switch {
 		case strings.HasPrefix(line, "pubsink_messages_committed_total"+label):
