@@ -49,20 +49,26 @@ func stageSeries(t *testing.T, m *metrics.Metrics) map[string]*dto.Histogram {
 	return got
 }
 
+// timedPipeline is a pipeline of cfg on deps, as New makes it, with the
+// metrics it exports to.
+func timedPipeline(t *testing.T, cfg config.Pipeline, deps Deps) (*Pipeline, *metrics.Metrics) {
+	t.Helper()
+	m := metrics.New()
+	deps.Metrics, deps.Retry = m.Pipeline(cfg.Name), fastRetry
+	p, err := New(zap.NewNop(), cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, m
+}
+
 // TestEveryStageOfACommittedMessageIsTimed: an exactly_once message with a
 // tracker is observed once in each of the five stages, and the time of a
 // slow sink shows in write and nowhere else.
 func TestEveryStageOfACommittedMessageIsTimed(t *testing.T) {
 	const delay = 30 * time.Millisecond
-	m := metrics.New()
-	p, err := New(zap.NewNop(), testConfig(), Deps{
-		Sink: &slowSink{delay: delay}, Dedupe: &fakeDedupe{}, Tracker: &fakeTracker{},
-		Metrics: m.Pipeline("orders"), Retry: fastRetry,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.sampler.every = 1
+	p, m := timedPipeline(t, testConfig(), Deps{Sink: &slowSink{delay: delay}, Dedupe: &fakeDedupe{}, Tracker: &fakeTracker{}})
+	p.sampler.every = 1 // every message timed
 	if !p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`)) {
 		t.Fatal("nack for a good message")
 	}
@@ -86,13 +92,9 @@ func TestEveryStageOfACommittedMessageIsTimed(t *testing.T) {
 // TestAStageAPipelineDoesNotHaveExportsNothing: at_least_once without a
 // tracking subscription has map and write only.
 func TestAStageAPipelineDoesNotHaveExportsNothing(t *testing.T) {
-	m := metrics.New()
 	cfg := testConfig()
 	cfg.Mode = config.ModeAtLeastOnce
-	p, err := New(zap.NewNop(), cfg, Deps{Sink: &fakeSink{}, Metrics: m.Pipeline("orders"), Retry: fastRetry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, m := timedPipeline(t, cfg, Deps{Sink: &fakeSink{}})
 	p.sampler.every = 1
 	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
 	got := stageSeries(t, m)
@@ -104,11 +106,7 @@ func TestAStageAPipelineDoesNotHaveExportsNothing(t *testing.T) {
 // TestADuplicateIsTimedUpToItsClaim: a duplicate passes map and dedupe,
 // and is not counted as written.
 func TestADuplicateIsTimedUpToItsClaim(t *testing.T) {
-	m := metrics.New()
-	p, err := New(zap.NewNop(), testConfig(), Deps{Sink: &fakeSink{}, Dedupe: &fakeDedupe{}, Metrics: m.Pipeline("orders"), Retry: fastRetry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, m := timedPipeline(t, testConfig(), Deps{Sink: &fakeSink{}, Dedupe: &fakeDedupe{}})
 	p.sampler.every = 1
 	p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`))
 	dup := order("o1", "c9", `{"amount": 2}`)
@@ -128,13 +126,9 @@ func TestADuplicateIsTimedUpToItsClaim(t *testing.T) {
 // TestOneMessageInSixteenIsTimed: the stages of a sample are observed, at
 // the rate New sets, and the others' cost no observation.
 func TestOneMessageInSixteenIsTimed(t *testing.T) {
-	m := metrics.New()
 	cfg := testConfig()
 	cfg.Mode = config.ModeAtLeastOnce
-	p, err := New(zap.NewNop(), cfg, Deps{Sink: &fakeSink{}, Metrics: m.Pipeline("orders"), Retry: fastRetry})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, m := timedPipeline(t, cfg, Deps{Sink: &fakeSink{}})
 	for i := range 3 * stageSampleEvery {
 		p.Handle(context.Background(), order(fmt.Sprint(i), "c9", `{"amount": 1}`))
 	}

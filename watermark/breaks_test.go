@@ -2,7 +2,6 @@ package watermark
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,18 +66,7 @@ func TestAFailedPullOfTheTrackingSubscriptionIsABreak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.WatchInFlight(func() (time.Time, bool) { return time.Time{}, false })
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := tr.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer runIdle(t, tr)()
 	waitFor(t, "the startup guard off and a watermark", 10*time.Second, func() bool {
 		return !tr.Stats().StartupGuard && !tr.Watermark().IsZero()
 	})
@@ -97,6 +85,21 @@ func TestAFailedPullOfTheTrackingSubscriptionIsABreak(t *testing.T) {
 	waitFor(t, "the watermark moves on after the hold", 10*time.Second, func() bool { return tr.Watermark().After(wm) })
 }
 
+// runIdle runs tr, whose pipeline holds nothing, in the background; the
+// function it returns stops it and waits for it.
+func runIdle(t *testing.T, tr *Tracker) (stop func()) {
+	tr.WatchInFlight(func() (time.Time, bool) { return time.Time{}, false })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := tr.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // guardRun runs a tracker on an idle tracking subscription whose pipeline
 // holds nothing, with cfg, and returns when the startup guard drops (or
 // fails the test after timeout), with the time it dropped.
@@ -107,19 +110,8 @@ func guardRun(t *testing.T, cfg Config, timeout time.Duration) (started, off tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.WatchInFlight(func() (time.Time, bool) { return time.Time{}, false })
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Add(1)
 	started = time.Now()
-	go func() {
-		defer wg.Done()
-		if err := tr.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer runIdle(t, tr)()
 	waitFor(t, "the startup guard off", timeout, func() bool { return !tr.Stats().StartupGuard })
 	return started, time.Now()
 }
