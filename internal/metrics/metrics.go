@@ -112,7 +112,7 @@ func New() *Metrics {
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_messages_in_flight", Help: "Messages received and not yet acked or nacked."}, pl)
 	m.sinkWrite = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_sink_write_seconds", Help: "Duration of one batched write call to the sink.", Buckets: latencyBuckets}, pl)
 	m.commitLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_commit_latency_seconds", Help: "Time from a message's publication to its commit.", Buckets: latencyBuckets}, pl)
-	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_stage_seconds", Help: "Time a message spent in each stage of its processing: map (decode, filter, rows), dedupe (its key's claim, exactly_once), write (its rows durable in the sink, the batch delay included), commit (the end of its key's hold, exactly_once), report (its finish told to the watermark tracker). Observed when the stage succeeds.", Buckets: stageBuckets}, []string{"pipeline", "stage"})
+	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pubsink_stage_seconds", Help: "Time a message spent in each stage of its processing: map (decode, filter, rows), dedupe (its key's claim, exactly_once), write (its rows durable in the sink, the batch delay included), commit (the end of its key's hold, exactly_once), report (its finish told to the watermark tracker). For one message in 16, observed when the stage succeeds.", Buckets: stageBuckets}, []string{"pipeline", "stage"})
 	m.filterFill = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_filter_fill_ratio", Help: "Fraction of bits set in the dedupe Bloom filters of the live window, averaged over its filters."}, pl)
 	m.filterFPRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dedupe_false_positive_ratio", Help: "Estimated probability that a new key is reported maybe-present by the dedupe filters and costs a catalog read."}, pl)
 	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_members", Help: "Processes running the pipeline that this one sees live, itself included."}, pl)
@@ -175,7 +175,7 @@ type Pipeline struct {
 	deadLettered *prometheus.CounterVec
 	sinkErrors   *prometheus.CounterVec
 	dlErrors     *prometheus.CounterVec
-	stages       *prometheus.HistogramVec
+	stages       prometheus.ObserverVec
 	tracking     *prometheus.CounterVec
 }
 
@@ -222,7 +222,7 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		tracking:         m.trackingErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		deadLettered:     m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		sinkErrors:       m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
-		stages:           m.stages,
+		stages:           m.stages.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
 
@@ -234,7 +234,7 @@ func (p *Pipeline) DeadLettered(reason string) prometheus.Counter {
 // Stage is the histogram of pubsink_stage_seconds for one stage of the
 // pipeline's; asking for it exports the stage's series.
 func (p *Pipeline) Stage(stage string) prometheus.Observer {
-	return p.stages.WithLabelValues(p.name, stage)
+	return p.stages.WithLabelValues(stage)
 }
 
 // SinkWriteErrors is the counter of rows the sink did not write, for one

@@ -424,7 +424,7 @@ type counts struct {
 	// summed over the calls; mutationsSeen says the counter was there.
 	mutations     map[string]float64
 	mutationsSeen bool
-	// stages are pubsink_stage_seconds by stage (nil: not exported).
+	// stages are pubsink_stage_seconds by stage (empty: not exported).
 	stages map[string]*hist
 }
 
@@ -486,11 +486,9 @@ func parseMetrics(r io.Reader) (counts, error) {
 	label := `{pipeline="` + pipelineName + `"} `
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	c.stages = map[string]*hist{}
 	for sc.Scan() {
 		line := sc.Text()
-		if c.stages == nil {
-			c.stages = map[string]*hist{}
-		}
 		if ok, err := addStageLine(c.stages, line); ok {
 			if err != nil {
 				return c, err
