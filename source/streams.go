@@ -40,6 +40,12 @@ type StreamState struct {
 	// otherwise (Run returning, or the library closing a stream it
 	// reopens) is no break.
 	Broke time.Time
+	// Opened is when the first stream of the subscription sent its first
+	// request; zero while none has. The Pub/Sub emulator leases messages
+	// to a stream as it opens and may hand them over only when that lease
+	// runs out (tools/chaos, "Late after a fault"): what a member could be
+	// leased is out of sight until a lease after Opened.
+	Opened time.Time
 }
 
 // NewStreamWatch returns a watch that knows of no stream yet.
@@ -171,6 +177,9 @@ func (w *StreamWatch) opened(sub string) {
 	if s == nil {
 		s = &StreamState{}
 		w.subs[sub] = s
+	}
+	if s.Opened.IsZero() {
+		s.Opened = time.Now()
 	}
 	s.Open++
 }

@@ -67,6 +67,10 @@ func TestStreamWatchSeesABreakAndTheReconnect(t *testing.T) {
 	if st.Broke.Before(start.Add(300 * time.Millisecond)) {
 		t.Fatalf("break at %v, before the streams' timeout", st.Broke.Sub(start))
 	}
+	firstOpened := st.Opened
+	if firstOpened.Before(start) || !firstOpened.Before(st.Broke) {
+		t.Fatalf("streams first opened at %v, want after the start and before the break at %v", firstOpened.Sub(start), st.Broke.Sub(start))
+	}
 	if other := w.State("projects/p/subscriptions/other"); other != (StreamState{}) {
 		t.Fatalf("another subscription: %+v", other)
 	}
@@ -80,6 +84,9 @@ func TestStreamWatchSeesABreakAndTheReconnect(t *testing.T) {
 	end := waitState("every stream closed", func(st StreamState) bool { return st.Open == 0 })
 	if !end.Broke.Equal(st.Broke) {
 		t.Errorf("stopping Run counted as a break at %v", end.Broke.Sub(start))
+	}
+	if !end.Opened.Equal(firstOpened) {
+		t.Errorf("Opened moved from %v to %v: it is when the first stream opened", firstOpened.Sub(start), end.Opened.Sub(start))
 	}
 }
 

@@ -138,7 +138,7 @@ func TestABreakOfTheMainStreamsHoldsTheStartupGuard(t *testing.T) {
 	var broke atomic.Int64
 	var first time.Time // set before the tracker runs
 	cfg.MainStreams = func() source.StreamState {
-		st := source.StreamState{Open: 1}
+		st := source.StreamState{Open: 1, Opened: first}
 		if b := broke.Load(); b != 0 {
 			st.Broke = time.Unix(0, b)
 		} else if time.Since(first) >= time.Second {
@@ -157,5 +157,39 @@ func TestABreakOfTheMainStreamsHoldsTheStartupGuard(t *testing.T) {
 	if want := b.Add(cfg.Lease + cfg.Transit + cfg.Idle - 2*cfg.Tick); off.Before(want) {
 		t.Errorf("the guard dropped %v after the main streams broke; want at least Lease + Transit + Idle = %v",
 			off.Sub(b).Round(time.Millisecond), cfg.Lease+cfg.Transit+cfg.Idle)
+	}
+}
+
+// TestTheStartupGuardWaitsALeaseAfterTheMainStreamsOpen: a member whose
+// main streams open after its tracker started (a restart that waits for
+// its peers) counts as holding a message published before the start until
+// they open and for Lease + Transit after: the emulator may hand over what
+// it leased to a stream as it opened only when that lease runs out
+// (tools/chaos, seed 1796098390). The guard must not drop at its own
+// minimum, counted from the tracker's start.
+func TestTheStartupGuardWaitsALeaseAfterTheMainStreamsOpen(t *testing.T) {
+	cfg := guardConfig()
+	var opened atomic.Int64
+	var first time.Time // set before the tracker runs
+	cfg.MainStreams = func() source.StreamState {
+		if o := opened.Load(); o != 0 {
+			return source.StreamState{Open: 1, Opened: time.Unix(0, o)}
+		}
+		if time.Since(first) >= time.Second {
+			// A second after the start, shortly before the guard's own
+			// minimum, the streams open.
+			opened.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		return source.StreamState{}
+	}
+	first = time.Now()
+	_, off := guardRun(t, cfg, 10*time.Second)
+	if opened.Load() == 0 {
+		t.Fatal("the guard dropped before the main streams opened")
+	}
+	o := time.Unix(0, opened.Load())
+	if want := o.Add(cfg.Lease + cfg.Transit + cfg.Idle - 2*cfg.Tick); off.Before(want) {
+		t.Errorf("the guard dropped %v after the main streams opened; want at least Lease + Transit + Idle = %v",
+			off.Sub(o).Round(time.Millisecond), cfg.Lease+cfg.Transit+cfg.Idle)
 	}
 }

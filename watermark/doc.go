@@ -238,6 +238,16 @@
 // watchdog's reopens), and a follower says so in its reports; the guard
 // then drops an idle period after that at the earliest.
 //
+// The same holds from the opening of a member's main streams: until they
+// open, and for Lease + Transit after, the member counts as holding a
+// message published before the start. On Pub/Sub this only costs the wait
+// of a member whose streams open after its tracker started (a restart that
+// waits for its peers to see it); on the emulator it covers what it leases
+// to a stream as the stream opens and hands over only when that lease runs
+// out (tools/chaos, seed 1796098390: messages a stopped process was sent
+// came back 15 s after its successor's streams opened, 10 s after its
+// tracker, and were judged late).
+//
 // # Assumptions
 //
 //   - One member of the pipeline at a time reads the tracking

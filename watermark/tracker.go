@@ -270,14 +270,17 @@ func (t *Tracker) Finished(ctx context.Context, m *source.Message, eventTime tim
 // guard (here, and in a follower's reports): the pipeline's oldest message
 // in flight (WatchInFlight), false when it holds none. It is the epoch
 // (held since 1970) while messages may be out of the pipeline's sight:
-// before WatchInFlight is called, and for Lease + Transit after a break of
-// the main subscription's streams (Config.MainStreams). What a broken
-// stream had been sent and never handed over stays leased to it until
-// then, and may have been published before the start (see doc.go, "Stream
-// breaks").
+// before WatchInFlight is called, and, with Config.MainStreams, until the
+// main subscription's streams have opened and for Lease + Transit after
+// they first opened or last broke. What a broken stream had been sent and
+// never handed over stays leased to it until then, and may have been
+// published before the start; so may what the emulator leased to a stream
+// as it opened and handed over only when that lease ran out (see doc.go,
+// "Stream breaks").
 func (t *Tracker) oldestHeld(now time.Time) (time.Time, bool) {
 	if t.cfg.MainStreams != nil {
-		if b := t.cfg.MainStreams().Broke; !b.IsZero() && now.Before(b.Add(t.cfg.Lease+t.cfg.Transit)) {
+		st := t.cfg.MainStreams()
+		if st.Opened.IsZero() || now.Before(later(st.Opened, st.Broke).Add(t.cfg.Lease+t.cfg.Transit)) {
 			return time.Unix(0, 0), true
 		}
 	}
@@ -286,6 +289,14 @@ func (t *Tracker) oldestHeld(now time.Time) (time.Time, bool) {
 		return time.Unix(0, 0), true // not told
 	}
 	return (*f)()
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // WatchInFlight gives the tracker the pipeline's oldest in-flight publish
