@@ -25,6 +25,10 @@ const (
 	// whole (see Topic); it says what was cut. Replay never republishes
 	// such a copy.
 	AttrTruncated = "pubsink_truncated"
+	// AttrReprocess is set only on a copy that a reprocess run wrote (see
+	// Clients.Reprocess); its value is the run's name, e.g.
+	// "orders~r20261203t053012z". A copy of the live pipeline has none.
+	AttrReprocess = "pubsink_reprocess"
 
 	// AttrPrefix is reserved: an original attribute with this prefix is not
 	// carried into the copy, and replay removes every such attribute.
@@ -52,6 +56,9 @@ type Copy struct {
 	// (only the Topic output, near Pub/Sub's size limits); it says what was
 	// cut.
 	Truncated string
+	// Reprocess is the name of the reprocess run that wrote the copy
+	// (AttrReprocess), "" for the live pipeline.
+	Reprocess string
 }
 
 // newCopy describes m, dead-lettered by pipeline at now. It copies the
@@ -116,13 +123,16 @@ func (c *Copy) fields() map[string]string {
 	if c.Truncated != "" {
 		f[AttrTruncated] = c.Truncated
 	}
+	if c.Reprocess != "" {
+		f[AttrReprocess] = c.Reprocess
+	}
 	return f
 }
 
 // AllAttributes returns the attributes of the dead-letter message: the
 // original's plus the pubsink_* ones. It is what the Topic output publishes.
 func (c *Copy) AllAttributes() map[string]string {
-	a := make(map[string]string, len(c.Attributes)+7)
+	a := make(map[string]string, len(c.Attributes)+8)
 	maps.Copy(a, c.Attributes)
 	maps.Copy(a, c.fields())
 	return a
@@ -148,10 +158,11 @@ func copyFromAttributes(data []byte, attrs map[string]string) (*Copy, error) {
 	return c, nil
 }
 
-// setFields fills c's pubsink fields from their attribute names.
+// setFields fills c's pubsink fields from their attribute names. The
+// optional ones (AttrTruncated, AttrReprocess) may be absent.
 func (c *Copy) setFields(f map[string]string) error {
 	c.Pipeline, c.MessageID = f[AttrPipeline], f[AttrMessageID]
-	c.Error, c.Truncated = f[AttrError], f[AttrTruncated]
+	c.Error, c.Truncated, c.Reprocess = f[AttrError], f[AttrTruncated], f[AttrReprocess]
 	var errs []error
 	if c.Pipeline == "" || c.MessageID == "" {
 		errs = append(errs, fmt.Errorf("%s or %s is missing", AttrPipeline, AttrMessageID))

@@ -58,7 +58,8 @@ func FuzzCopyFromLine(f *testing.F) {
 }
 
 // FuzzCopyFromAttributes reads an arbitrary message of a dead-letter
-// topic: the contract attributes, with one of them replaced, and two more.
+// topic: the contract attributes, with one of them replaced (or the
+// optional pubsink_reprocess added), and two more.
 // Run: go test -fuzz=FuzzCopyFromAttributes ./deadletter
 func FuzzCopyFromAttributes(f *testing.F) {
 	f.Add([]byte("{}"), uint8(0), "late", "id", "r7", "pubsink_truncated", "data")
@@ -68,7 +69,7 @@ func FuzzCopyFromAttributes(f *testing.F) {
 			AttrReason: "late", AttrError: "e", AttrPipeline: "orders", AttrMessageID: "7",
 			AttrPublishTime: "2026-06-01T00:00:07Z", AttrFailedAt: "2026-06-01T00:00:08Z",
 		}
-		names := []string{AttrReason, AttrError, AttrPipeline, AttrMessageID, AttrPublishTime, AttrFailedAt}
+		names := []string{AttrReason, AttrError, AttrPipeline, AttrMessageID, AttrPublishTime, AttrFailedAt, AttrReprocess}
 		attrs[names[int(which)%len(names)]] = value
 		attrs[k1], attrs[k2] = v1, v2
 		c, err := copyFromAttributes(data, attrs)
@@ -80,37 +81,49 @@ func FuzzCopyFromAttributes(f *testing.F) {
 }
 
 // FuzzCopyFromRow reads an arbitrary row of a dead-letter table (each
-// column's latest value). Run: go test -fuzz=FuzzCopyFromRow ./deadletter
+// column's latest value), once as the live pipeline writes it and once
+// with a reprocess run's column reprocess, which reads back as written.
+// Run: go test -fuzz=FuzzCopyFromRow ./deadletter
 func FuzzCopyFromRow(f *testing.F) {
 	f.Add(`{"id":"r7"}`, []byte("{}"), "late", "orders", "7", "2026-06-01T00:00:07Z", "2026-06-01T00:00:08Z")
 	f.Add(`{"pubsink_reason":"x"}`, []byte(nil), "sink_rejected", "p", "1", "2026-06-01T00:00:07.5-01:00", "2026-06-01T00:00:08Z")
 	f.Fuzz(func(t *testing.T, attrs string, data []byte, reason, pipeline, id, published, failed string) {
-		var items []bigtable.ReadItem
-		add := func(col string, v []byte) {
-			if v != nil { // a missing column reads as absent
-				items = append(items, bigtable.ReadItem{Row: "k", Column: state.FamilyDeadLetter + ":" + col, Value: v})
+		for _, run := range []string{"", pipeline + "~r20261203t053012z"} {
+			var items []bigtable.ReadItem
+			add := func(col string, v []byte) {
+				if v != nil { // a missing column reads as absent
+					items = append(items, bigtable.ReadItem{Row: "k", Column: state.FamilyDeadLetter + ":" + col, Value: v})
+				}
+			}
+			add(colAttributes, []byte(attrs))
+			add(colData, data)
+			add(colReason, []byte(reason))
+			add(colError, []byte("e"))
+			add(colPipeline, []byte(pipeline))
+			add(colMessageID, []byte(id))
+			add(colPublishTime, []byte(published))
+			add(colFailedAt, []byte(failed))
+			if run != "" { // the live output writes no such column
+				add(colReprocess, []byte(run))
+			}
+			c, err := copyFromRow(bigtable.Row{state.FamilyDeadLetter: items})
+			if err != nil {
+				continue
+			}
+			checkCopy(t, c)
+			if c.Reprocess != run {
+				t.Fatalf("reprocess %q read back as %q", run, c.Reprocess)
 			}
 		}
-		add(colAttributes, []byte(attrs))
-		add(colData, data)
-		add(colReason, []byte(reason))
-		add(colError, []byte("e"))
-		add(colPipeline, []byte(pipeline))
-		add(colMessageID, []byte(id))
-		add(colPublishTime, []byte(published))
-		add(colFailedAt, []byte(failed))
-		c, err := copyFromRow(bigtable.Row{state.FamilyDeadLetter: items})
-		if err != nil {
-			return
-		}
-		checkCopy(t, c)
 	})
 }
 
 // FuzzFileLineRoundTrip writes a copy of an arbitrary message as the File
-// output does and reads it back: replay must see the same copy. Message IDs
-// and attributes are valid UTF-8 (protobuf strings), and publish times are
-// within RFC 3339's years, so other inputs are skipped.
+// output does, for the live pipeline and for a reprocess run, and reads it
+// back: replay must see the same copy, and only the run's line has key
+// pubsink_reprocess. Message IDs and attributes are valid UTF-8 (protobuf
+// strings), and publish times are within RFC 3339's years, so other inputs
+// are skipped.
 // Run: go test -fuzz=FuzzFileLineRoundTrip ./deadletter
 func FuzzFileLineRoundTrip(f *testing.F) {
 	f.Add("1007", []byte(`{"n":1}`), "id", "r007", uint8(1), "row_key: attribute \"customer\" is missing", int64(1780272007123456789))
@@ -121,25 +134,26 @@ func FuzzFileLineRoundTrip(f *testing.F) {
 			return
 		}
 		m := &source.Message{ID: id, Data: data, Attributes: map[string]string{k: v}, PublishTime: publish}
-		want := newCopy("orders", m, Reasons[int(reason)%len(Reasons)], errString(cause), time.Date(2026, 6, 2, 3, 4, 5, 6000, time.UTC))
-		// As File.Send encodes a copy.
-		line, err := json.Marshal(fileRecord{
-			Reason: want.Reason, Error: want.Error, Pipeline: want.Pipeline, MessageID: want.MessageID,
-			PublishTime: formatTime(want.PublishTime), FailedAt: formatTime(want.FailedAt),
-			Attributes: want.Attributes, Data: want.Data,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := copyFromLine(line)
-		if err != nil {
-			t.Fatalf("a line File writes does not read back: %v\n%s", err, line)
-		}
-		checkCopy(t, got)
-		if got.Reason != want.Reason || got.Error != want.Error || got.Pipeline != want.Pipeline || got.MessageID != want.MessageID ||
-			!got.PublishTime.Equal(want.PublishTime) || !got.FailedAt.Equal(want.FailedAt) ||
-			!maps.Equal(got.Attributes, want.Attributes) || string(got.Data) != string(want.Data) {
-			t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+		for _, run := range []string{"", "orders~r20261203t053012z"} {
+			want := newCopy("orders", m, Reasons[int(reason)%len(Reasons)], errString(cause), time.Date(2026, 6, 2, 3, 4, 5, 6000, time.UTC))
+			want.Reprocess = run
+			line, err := json.Marshal(recordOf(want)) // as File.Send encodes a copy
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keyed := strings.Contains(string(line), `"`+AttrReprocess+`":`); keyed != (run != "") {
+				t.Fatalf("run %q: the line has key %s: %v\n%s", run, AttrReprocess, keyed, line)
+			}
+			got, err := copyFromLine(line)
+			if err != nil {
+				t.Fatalf("a line File writes does not read back: %v\n%s", err, line)
+			}
+			checkCopy(t, got)
+			if got.Reason != want.Reason || got.Error != want.Error || got.Pipeline != want.Pipeline || got.MessageID != want.MessageID ||
+				!got.PublishTime.Equal(want.PublishTime) || !got.FailedAt.Equal(want.FailedAt) || got.Reprocess != want.Reprocess ||
+				!maps.Equal(got.Attributes, want.Attributes) || string(got.Data) != string(want.Data) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+			}
 		}
 	})
 }

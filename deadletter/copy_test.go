@@ -107,6 +107,19 @@ func TestCopiesThatPubSubCannotHoldAreCutAndMarked(t *testing.T) {
 			t.Fatalf("%d attributes, truncated %q", len(m.Attributes), c.Truncated)
 		}
 	})
+	t.Run("a reprocess copy's marker takes the place of one attribute, and survives the cut", func(t *testing.T) {
+		orig := original()
+		orig.Attributes = map[string]string{}
+		for i := range 94 {
+			orig.Attributes[fmt.Sprintf("a%02d", i)] = "v"
+		}
+		c := newCopy("p", orig, MissingField, nil, time.Now())
+		c.Reprocess = "p~r20261203t053012z"
+		m := fitPubSub(c, topic)
+		if len(m.Attributes) > maxAttributes || m.Attributes[AttrTruncated] != "attributes: 92 of 94 kept" || m.Attributes[AttrReprocess] != c.Reprocess {
+			t.Fatalf("%d attributes, pubsink_truncated %q, pubsink_reprocess %q", len(m.Attributes), m.Attributes[AttrTruncated], m.Attributes[AttrReprocess])
+		}
+	})
 	t.Run("too many attributes keeps the first in key order and says so", func(t *testing.T) {
 		orig := original()
 		orig.Attributes = map[string]string{}
@@ -145,6 +158,26 @@ func TestCopyFromAttributesRefusesForeignMessages(t *testing.T) {
 	}
 }
 
+// TestReprocessMarkerIsOptional: a live copy has no pubsink_reprocess at
+// all, a reprocess run's copy has it, and both read back as written.
+func TestReprocessMarkerIsOptional(t *testing.T) {
+	for _, run := range []string{"", "orders~r20261203t053012z"} {
+		c := newCopy("orders", original(), Late, nil, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		c.Reprocess = run
+		attrs := c.AllAttributes()
+		if v, ok := attrs[AttrReprocess]; ok != (run != "") || v != run {
+			t.Errorf("run %q: pubsink_reprocess %q (present %v)", run, v, ok)
+		}
+		back, err := copyFromAttributes(c.Data, attrs)
+		if err != nil {
+			t.Fatalf("run %q: %v", run, err)
+		}
+		if back.Reprocess != run || !maps.Equal(back.Attributes, c.Attributes) {
+			t.Errorf("run %q: read back with Reprocess %q, attributes %v", run, back.Reprocess, back.Attributes)
+		}
+	}
+}
+
 func with(m map[string]string, k, v string) map[string]string {
 	m[k] = v
 	return m
@@ -159,7 +192,7 @@ func TestCopiesReadBackCarryNoPubsinkAttributes(t *testing.T) {
 	const published, failed = "2026-06-01T00:00:07Z", "2026-06-01T00:00:08Z"
 	line := `{"pubsink_reason":"late","pubsink_error":"e","pubsink_pipeline":"orders","pubsink_message_id":"7",` +
 		`"pubsink_publish_time":"` + published + `","pubsink_failed_at":"` + failed + `",` +
-		`"attributes":{"id":"r7","pubsink_reason":"too_large","pubsink_truncated":"data"},"data":"e30="}`
+		`"attributes":{"id":"r7","pubsink_reason":"too_large","pubsink_truncated":"data","pubsink_reprocess":"r"},"data":"e30="}`
 	fromLine, err := copyFromLine([]byte(line))
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +201,7 @@ func TestCopiesReadBackCarryNoPubsinkAttributes(t *testing.T) {
 		return bigtable.ReadItem{Row: "orders#0000#7", Column: state.FamilyDeadLetter + ":" + col, Value: []byte(v)}
 	}
 	fromRow, err := copyFromRow(bigtable.Row{state.FamilyDeadLetter: {
-		item(colAttributes, `{"id":"r7","pubsink_reason":"too_large"}`), item(colData, "{}"), item(colReason, "late"),
+		item(colAttributes, `{"id":"r7","pubsink_reason":"too_large","pubsink_reprocess":"r"}`), item(colData, "{}"), item(colReason, "late"),
 		item(colError, "e"), item(colPipeline, "orders"), item(colMessageID, "7"),
 		item(colPublishTime, published), item(colFailedAt, failed),
 	}})
@@ -179,8 +212,8 @@ func TestCopiesReadBackCarryNoPubsinkAttributes(t *testing.T) {
 		if !maps.Equal(c.Attributes, map[string]string{"id": "r7"}) {
 			t.Errorf("%s: attributes %v, want only the original id", name, c.Attributes)
 		}
-		if c.Reason != Late || c.Truncated != "" {
-			t.Errorf("%s: reason %s, truncated %q; want the copy's own fields", name, c.Reason, c.Truncated)
+		if c.Reason != Late || c.Truncated != "" || c.Reprocess != "" {
+			t.Errorf("%s: reason %s, truncated %q, reprocess %q; want the copy's own fields", name, c.Reason, c.Truncated, c.Reprocess)
 		}
 	}
 }

@@ -24,33 +24,37 @@
 //   - Topic (dead_letter.topic; the production default) publishes the
 //     original data with the original attributes plus pubsink_reason,
 //     pubsink_error, pubsink_pipeline, pubsink_message_id,
-//     pubsink_publish_time and pubsink_failed_at (RFC 3339, UTC). Send
-//     returns once Pub/Sub confirmed the publish; the client's publisher
-//     batches concurrent sends. Open fails if the topic does not exist or
-//     has no subscription, because Pub/Sub discards what is published to a
-//     topic nobody subscribes to and still confirms it: every copy would be
-//     lost. `pubsink setup` creates the replay subscription
-//     (dead_letter.subscription, default TOPIC-replay) that the topic's
-//     Reader pulls. While running, the output asks again once its last
-//     answer is 30 s old (one ListTopicSubscriptions per period, shared by
-//     every send and readiness probe, not one per copy): while the topic
+//     pubsink_publish_time and pubsink_failed_at (RFC 3339, UTC), and, on a
+//     copy a reprocess run wrote (Clients.Reprocess), pubsink_reprocess, the
+//     run's name. Send returns once Pub/Sub confirmed the publish; the
+//     client's publisher batches concurrent sends. Open fails if the topic
+//     does not exist or has no subscription, because Pub/Sub discards what
+//     is published to a topic nobody subscribes to and still confirms it:
+//     every copy would be lost. `pubsink setup` creates the replay
+//     subscription (dead_letter.subscription, default TOPIC-replay) that the
+//     topic's Reader pulls. While running, the output asks again once its
+//     last answer is 30 s old (one ListTopicSubscriptions per period, shared
+//     by every send and readiness probe, not one per copy): while the topic
 //     has no subscription, or no longer exists, Send fails (the pipeline
 //     keeps the original unacked and retries) and Check, the output's part
 //     of the pipeline's readiness, fails naming the topic. A copy sent
 //     within a period of the last subscription's deletion is still lost. A
-//     check that fails keeps the last answer; without permission to list
-//     the topic's subscriptions, Open warns and nothing is checked.
+//     check that fails keeps the last answer; without permission to list the
+//     topic's subscriptions, Open warns and nothing is checked.
 //   - Table (dead_letter.bigtable_table, in state.instance, family
 //     state.FamilyDeadLetter) writes one row per message: columns data,
 //     attributes (JSON), reason, error, pipeline, message_id, publish_time,
-//     failed_at. The row key PIPELINE#HHHH#MESSAGE_ID spreads a burst over
-//     the pipeline's key range (HHHH hashes the message ID, whose own order
-//     follows time); every cell carries the publish time (milliseconds) as
-//     its explicit timestamp, so a second copy of one message rewrites the
-//     same cells. Concurrent sends share an ApplyBulk.
+//     failed_at, and reprocess on a reprocess run's copy (the live output
+//     deletes it, so the row describes the copy written last). The row key
+//     PIPELINE#HHHH#MESSAGE_ID spreads a burst over the pipeline's key range
+//     (HHHH hashes the message ID, whose own order follows time); every cell
+//     carries the publish time (milliseconds) as its explicit timestamp, so
+//     a second copy of one message rewrites the same cells. Concurrent sends
+//     share an ApplyBulk.
 //   - File (dead_letter.file, for local runs) appends one JSON object per
-//     line: the pubsink_* fields under their attribute names, "attributes"
-//     and "data" (base64), and fsyncs before Send returns. Concurrent sends
+//     line: the pubsink_* fields under their attribute names
+//     (pubsink_reprocess only on a reprocess run's copy), "attributes" and
+//     "data" (base64), and fsyncs before Send returns. Concurrent sends
 //     share one write and one fsync (a group commit), so a burst of poison
 //     costs a few fsyncs, not one per message.
 //
@@ -62,16 +66,16 @@
 //
 // # Messages larger than an output accepts
 //
-// The Table (a cell holds 100 MiB) and the File hold any message Pub/Sub
-// can deliver (10 MB) whole. A Topic copy adds about 300 bytes of
-// attributes plus the error text, so an original within about 1 KiB of
-// Pub/Sub's 10 MB limit, or with more than 94 attributes, does not fit
-// whole. Such a copy is still made, never dropped and never left to block
-// the pipeline: the error text is shortened first, then the end of the
-// data or the last attributes (in key order) are cut, and the copy gets
-// pubsink_truncated saying what was cut; the cut is logged at error level.
-// Package replay does not republish a truncated copy: it reports it and
-// leaves it.
+// The Table (a cell holds 100 MiB) and the File hold any message Pub/Sub can
+// deliver (10 MB) whole. A Topic copy adds about 300 bytes of attributes
+// plus the error text, so an original within about 1 KiB of Pub/Sub's 10 MB
+// limit, or with more than 94 attributes, does not fit whole (93 on a
+// reprocess run's copy). Such a copy is still made, never dropped and never
+// left to block the pipeline: the error text is shortened first, then the
+// end of the data or the last attributes (in key order) are cut, and the
+// copy gets pubsink_truncated saying what was cut; the cut is logged at
+// error level. Package replay does not republish a truncated copy: it
+// reports it and leaves it.
 // Pipelines that expect messages that large should use a bigtable_table.
 //
 // # Reading back

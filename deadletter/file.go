@@ -29,6 +29,7 @@ type fileRecord struct {
 	MessageID   string            `json:"pubsink_message_id"`
 	PublishTime string            `json:"pubsink_publish_time"`
 	FailedAt    string            `json:"pubsink_failed_at"`
+	Reprocess   string            `json:"pubsink_reprocess,omitempty"`
 	Attributes  map[string]string `json:"attributes"`
 	Data        []byte            `json:"data"`
 }
@@ -54,6 +55,10 @@ type File struct {
 	f        *os.File
 	batcher  *batch.Batcher[[]byte]
 	now      func() time.Time
+
+	// reprocess marks every copy (Clients.Reprocess); "" for the live
+	// pipeline.
+	reprocess string
 
 	// Owned by the one flush at a time (MaxInFlight 1).
 	buf     []byte
@@ -94,16 +99,8 @@ func syncDir(dir string) error {
 // Send appends the copy of m and returns once it is fsynced. See Output.
 func (o *File) Send(ctx context.Context, m *source.Message, reason Reason, cause error) error {
 	c := newCopy(o.pipeline, m, reason, cause, o.now())
-	line, err := json.Marshal(fileRecord{
-		Reason:      c.Reason,
-		Error:       c.Error,
-		Pipeline:    c.Pipeline,
-		MessageID:   c.MessageID,
-		PublishTime: formatTime(c.PublishTime),
-		FailedAt:    formatTime(c.FailedAt),
-		Attributes:  c.Attributes,
-		Data:        c.Data,
-	})
+	c.Reprocess = o.reprocess
+	line, err := json.Marshal(recordOf(c))
 	if err != nil {
 		return fmt.Errorf("dead-letter file %s: encode: %w", o.path, err)
 	}
@@ -113,6 +110,21 @@ func (o *File) Send(ctx context.Context, m *source.Message, reason Reason, cause
 		return fmt.Errorf("dead-letter file %s: %w", o.path, errClosed)
 	}
 	return err
+}
+
+// recordOf is the line of c.
+func recordOf(c *Copy) fileRecord {
+	return fileRecord{
+		Reason:      c.Reason,
+		Error:       c.Error,
+		Pipeline:    c.Pipeline,
+		MessageID:   c.MessageID,
+		PublishTime: formatTime(c.PublishTime),
+		FailedAt:    formatTime(c.FailedAt),
+		Reprocess:   c.Reprocess,
+		Attributes:  c.Attributes,
+		Data:        c.Data,
+	}
 }
 
 // flush writes a batch of lines with one write and one fsync.
@@ -216,6 +228,7 @@ func copyFromLine(line []byte) (*Copy, error) {
 		AttrMessageID:   r.MessageID,
 		AttrPublishTime: r.PublishTime,
 		AttrFailedAt:    r.FailedAt,
+		AttrReprocess:   r.Reprocess,
 	})
 	if err != nil {
 		return nil, err

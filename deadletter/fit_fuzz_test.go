@@ -25,8 +25,9 @@ const (
 // FuzzFitPubSub builds an original within Pub/Sub's limits from a few
 // numbers (how many attributes, how long their keys and values, how much
 // data, how long the error text, which reason) and checks that its
-// dead-letter copy always fits them: a copy that does not fit would fail
-// on every retry, for ever. Run: go test -fuzz=FuzzFitPubSub ./deadletter
+// dead-letter copy, the live pipeline's and a reprocess run's (one more
+// attribute), always fits them: a copy that does not fit would fail on
+// every retry, for ever. Run: go test -fuzz=FuzzFitPubSub ./deadletter
 func FuzzFitPubSub(f *testing.F) {
 	const limit = 10_000_000
 	f.Add(uint8(2), uint16(3), uint16(5), uint32(100), uint16(10), uint8(0))
@@ -39,25 +40,28 @@ func FuzzFitPubSub(f *testing.F) {
 		if proto.Size(&pubsubpb.PubsubMessage{Data: orig.Data, Attributes: orig.Attributes}) > limit {
 			t.Skip("not a message Pub/Sub could have delivered")
 		}
-		c := newCopy("orders", orig, Reasons[int(reasonIdx)%len(Reasons)], errors.New(strings.Repeat("é", int(errLen))), time.Now())
 		const topic = "projects/p/topics/orders-dlq"
-		m := fitPubSub(c, topic)
-		if n := len(m.Attributes); n > maxAttributes {
-			t.Fatalf("%d attributes, over %d", n, maxAttributes)
-		}
-		for k, v := range m.Attributes {
-			if len(k) > maxAttrKeyBytes || len(v) > maxAttrValueBytes || !utf8.ValidString(v) {
-				t.Fatalf("attribute %q (%d bytes) = %d bytes, valid UTF-8 %v", k[:min(len(k), 20)], len(k), len(v), utf8.ValidString(v))
+		for _, run := range []string{"", "orders~r20261203t053012z"} {
+			c := newCopy("orders", orig, Reasons[int(reasonIdx)%len(Reasons)], errors.New(strings.Repeat("é", int(errLen))), time.Now())
+			c.Reprocess = run
+			m := fitPubSub(c, topic)
+			if n := len(m.Attributes); n > maxAttributes {
+				t.Fatalf("%d attributes, over %d", n, maxAttributes)
 			}
-		}
-		if got := proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes}); got > maxMessageBytes(topic) {
-			t.Fatalf("copy is %d bytes, over %d", got, maxMessageBytes(topic))
-		}
-		if m.Attributes[AttrReason] == "" || m.Attributes[AttrMessageID] != orig.ID {
-			t.Fatalf("the copy lost its reason or message ID: %v", m.Attributes[AttrReason])
-		}
-		if (c.Truncated != "") != (m.Attributes[AttrTruncated] != "") {
-			t.Fatalf("truncated %q but pubsink_truncated %q", c.Truncated, m.Attributes[AttrTruncated])
+			for k, v := range m.Attributes {
+				if len(k) > maxAttrKeyBytes || len(v) > maxAttrValueBytes || !utf8.ValidString(v) {
+					t.Fatalf("attribute %q (%d bytes) = %d bytes, valid UTF-8 %v", k[:min(len(k), 20)], len(k), len(v), utf8.ValidString(v))
+				}
+			}
+			if got := proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes}); got > maxMessageBytes(topic) {
+				t.Fatalf("copy is %d bytes, over %d", got, maxMessageBytes(topic))
+			}
+			if m.Attributes[AttrReason] == "" || m.Attributes[AttrMessageID] != orig.ID || m.Attributes[AttrReprocess] != run {
+				t.Fatalf("the copy lost its reason, message ID or reprocess marker: %q %q", m.Attributes[AttrReason], m.Attributes[AttrReprocess])
+			}
+			if (c.Truncated != "") != (m.Attributes[AttrTruncated] != "") {
+				t.Fatalf("truncated %q but pubsink_truncated %q", c.Truncated, m.Attributes[AttrTruncated])
+			}
 		}
 	})
 }

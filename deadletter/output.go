@@ -51,6 +51,10 @@ type Clients struct {
 	// (pubsink_failed_at) and a topic output times its subscription checks
 	// by; nil: time.Now. Readers do not use it.
 	Now func() time.Time
+	// Reprocess is the name of the reprocess run this output writes for
+	// ("" for the live pipeline): every copy the output writes carries it
+	// (AttrReprocess). Readers do not use it.
+	Reprocess string
 }
 
 // The kinds of output, as their config keys name them.
@@ -103,6 +107,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pip
 		if err != nil {
 			return nil, err
 		}
+		t.reprocess = clients.Reprocess
 		return t, nil
 	case KindTable:
 		if clients.Bigtable == nil {
@@ -112,14 +117,14 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pip
 		if err != nil {
 			return nil, err
 		}
-		t.now = now
+		t.now, t.reprocess = now, clients.Reprocess
 		return t, nil
 	case KindFile:
 		f, err := openFile(log, p.DeadLetter.File, p.Name)
 		if err != nil {
 			return nil, err
 		}
-		f.now = now
+		f.now, f.reprocess = now, clients.Reprocess
 		return f, nil
 	}
 	return nil, ErrNoOutput

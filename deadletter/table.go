@@ -28,6 +28,7 @@ const (
 	colMessageID   = "message_id"
 	colPublishTime = "publish_time" // RFC 3339
 	colFailedAt    = "failed_at"    // RFC 3339
+	colReprocess   = "reprocess"    // only on a reprocess run's copy
 )
 
 // tableBatch bounds one ApplyBulk of dead-letter rows. Dead letters are
@@ -42,8 +43,10 @@ var tableBatch = batch.Config{MaxItems: 100, MaxBytes: 16 << 20}
 // a burst of dead letters would land on one tablet; with it, they spread
 // over the pipeline's key range, which replay reads with one prefix scan.
 // Every cell's timestamp is the message's publish time truncated to
-// milliseconds: a second copy of the same message (a redelivery) rewrites
-// the same cells instead of adding versions.
+// milliseconds: a second copy of the same message (a redelivery, or a
+// reprocess run's copy) rewrites the same cells instead of adding versions.
+// Column reprocess is written only by a reprocess run's output; the live
+// output deletes it, so a row always describes the copy written last.
 type Table struct {
 	log      *zap.Logger
 	table    *bigtable.Table
@@ -51,6 +54,10 @@ type Table struct {
 	pipeline string
 	batcher  *batch.Batcher[tableRow]
 	now      func() time.Time
+
+	// reprocess marks every copy (Clients.Reprocess); "" for the live
+	// pipeline.
+	reprocess string
 }
 
 type tableRow struct {
@@ -92,6 +99,7 @@ func tablePrefix(pipeline string) string { return pipeline + "#" }
 // Output.
 func (t *Table) Send(ctx context.Context, m *source.Message, reason Reason, cause error) error {
 	c := newCopy(t.pipeline, m, reason, cause, t.now())
+	c.Reprocess = t.reprocess
 	attrs, err := json.Marshal(c.Attributes)
 	if err != nil {
 		return fmt.Errorf("dead-letter table %s: encode attributes: %w", t.name, err)
@@ -107,6 +115,14 @@ func (t *Table) Send(ctx context.Context, m *source.Message, reason Reason, caus
 	set(colMessageID, []byte(c.MessageID))
 	set(colPublishTime, []byte(formatTime(c.PublishTime)))
 	set(colFailedAt, []byte(formatTime(c.FailedAt)))
+	if c.Reprocess != "" {
+		set(colReprocess, []byte(c.Reprocess))
+	} else {
+		// A reprocess run's copy of the same message shares the row
+		// (same key, same cells): a live copy written over it takes
+		// its marker off, so that the row says whose copy it holds.
+		mut.DeleteCellsInColumn(state.FamilyDeadLetter, colReprocess)
+	}
 	err = t.batcher.Add(ctx, tableRow{key: rowKey(t.pipeline, m.ID), mut: mut}, len(c.Data)+len(attrs)+len(c.Error))
 	if err == batch.ErrClosed {
 		return fmt.Errorf("dead-letter table %s: %w", t.name, errClosed)
@@ -174,6 +190,7 @@ func copyFromRow(r bigtable.Row) (*Copy, error) {
 		AttrMessageID:   string(cols[colMessageID]),
 		AttrPublishTime: string(cols[colPublishTime]),
 		AttrFailedAt:    string(cols[colFailedAt]),
+		AttrReprocess:   string(cols[colReprocess]),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("row %q: %w", r.Key(), err)

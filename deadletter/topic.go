@@ -58,6 +58,9 @@ type Topic struct {
 	// subs says whether the topic still has a subscription; nil when
 	// this identity may not list them (not checked).
 	subs *subscriptionWatch
+	// reprocess marks every copy (Clients.Reprocess); "" for the live
+	// pipeline.
+	reprocess string
 
 	// unsettled counts the publishes that may still be pending in the
 	// publisher: sends in progress, and sends that gave up on their ctx
@@ -205,6 +208,7 @@ func (t *Topic) Send(ctx context.Context, m *source.Message, reason Reason, caus
 		return err // a copy published now would be confirmed and dropped
 	}
 	c := newCopy(t.pipeline, m, reason, cause, t.now())
+	c.Reprocess = t.reprocess
 	msg := fitPubSub(c, t.name)
 	if c.Truncated != "" {
 		t.log.Error("the dead-letter copy does not fit in a Pub/Sub message and was truncated; use a bigtable_table or file output to keep such messages whole",
