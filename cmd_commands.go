@@ -22,7 +22,8 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 processed at least once, and its result is committed exactly once.
 
 --config (-c) defaults to $PUBSINK_CONFIG, then /etc/pubsink/config.yaml.
-Exit codes: 0 success or a clean stop, 1 runtime failure, 2 bad configuration or usage.
+Exit codes: 0 success or a clean stop, 1 runtime failure, 2 bad configuration or usage,
+3 a reprocess stopped before its range was done (run it again to resume).
 The whole contract: docs/reference.md.`,
 		// Without a command: the help, and exit 2 (a usage error).
 		Args: cobra.ArbitraryArgs,
@@ -54,6 +55,7 @@ The whole contract: docs/reference.md.`,
 			func(path string) error { return app.SetupFile(ctx, path, stdout) }),
 		demoCommand(ctx, stdout, stderr),
 		deadLetterCommand(ctx, stdout, stderr),
+		reprocessCommand(ctx, stdout, stderr),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print the version, VCS revision and Go version",
@@ -150,4 +152,41 @@ func deadLetterCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Com
 	}
 	dl.AddCommand(replay)
 	return dl
+}
+
+func reprocessCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var req app.ReprocessRequest
+	cmd := &cobra.Command{
+		Use:   "reprocess",
+		Short: "Rewrite a past range of a pipeline's messages with the current mapping, beside the live pipeline",
+		Long: `Rewrites what a pipeline's topic carried from --from (or a snapshot) until the start (or --until)
+with the current configuration's mapping, exactly once, while the live pipeline runs untouched. It takes
+a snapshot of the live subscription first (the restore point, printed), reads its own subscription, and
+ends by itself when the range is done, deleting the subscription. Killed or stopped, it resumes when
+started again with the same arguments; a second reprocess of the pipeline meanwhile is refused.
+Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary to stdout.`,
+		Args: noArgs,
+	}
+	path := configFlag(cmd.Flags())
+	fs := cmd.Flags()
+	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` to reprocess (required)")
+	fs.StringVar(&req.From, "from", "", "reprocess what was published from this `time`: RFC 3339, or a duration before now (2h); needs the topic's message retention")
+	fs.StringVar(&req.Snapshot, "snapshot", "", "reprocess what this `snapshot` of the pipeline's subscription holds, instead of --from")
+	fs.StringVar(&req.Until, "until", "", "reprocess only what was published before this `time` (RFC 3339 or a duration before now); default: the first start")
+	fs.BoolVar(&req.NoRestorePoint, "no-restore-point", false, "take no snapshot of the live subscription first")
+	fs.BoolVar(&req.DryRun, "dry-run", false, "check everything and print the plan; create and change nothing")
+	fs.StringVar(&req.HTTPAddr, "http-addr", "", "serve HTTP on this `address` instead of http.addr (\"-\": none), to run beside a live process on one host")
+	fs.DurationVar(&req.Idle, "idle", app.DefaultReprocessIdle, "end once no message of the range arrived for this `duration` and none is in flight")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch {
+		case req.Pipeline == "":
+			return usageError{"reprocess: --pipeline is required", cmd.CommandPath()}
+		case (req.From == "") == (req.Snapshot == ""):
+			return usageError{"reprocess: give exactly one of --from and --snapshot", cmd.CommandPath()}
+		case req.Idle <= 0:
+			return usageError{"reprocess: --idle must be positive", cmd.CommandPath()}
+		}
+		return app.ReprocessFile(ctx, *path, req, stdout, stderr)
+	}
+	return cmd
 }

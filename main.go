@@ -23,6 +23,7 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // a runtime failure
 	exitUsage   = 2 // bad configuration or usage
+	exitStopped = 3 // a reprocess stopped before its range was done
 )
 
 func main() {
@@ -57,6 +58,8 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitOK
 	case errors.As(err, &ce), errors.As(err, &ue):
 		code = exitUsage
+	case errors.Is(err, app.ErrReprocessStopped):
+		return exitStopped // the command printed it
 	}
 	switch {
 	case errors.As(err, &logged):

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -95,5 +99,87 @@ func TestCompletionForEveryShell(t *testing.T) {
 		if code := run([]string{"completion", shell}, &stdout, &stderr); code != exitOK || !strings.Contains(stdout.String(), marker) {
 			t.Errorf("completion %s: exit %d, %d bytes, want %q in it; stderr %s", shell, code, stdout.Len(), marker, stderr.String())
 		}
+	}
+}
+
+// TestReprocessManifestsNameTheCommandsFlags: the reprocess jobs of deploy/
+// (a Kubernetes Job, a Cloud Run job) run `pubsink reprocess` with flags
+// the command has, and the arguments its own checks ask for, parsed by the
+// real command tree. (deploy's tests check the rest: the image's
+// entrypoint, the config path, the pipeline, the range.)
+func TestReprocessManifestsNameTheCommandsFlags(t *testing.T) {
+	type container struct {
+		Name string   `yaml:"name"`
+		Args []string `yaml:"args"`
+	}
+	type podSpec struct {
+		Containers []container `yaml:"containers"`
+	}
+	var gke struct {
+		Spec struct {
+			Template struct {
+				Spec podSpec `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var cloudRun struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Template struct {
+						Spec podSpec `yaml:"spec"`
+					} `yaml:"template"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	manifests := []struct {
+		file string
+		into any
+		pod  *podSpec
+	}{
+		{"deploy/gke/jobs/reprocess.yaml", &gke, &gke.Spec.Template.Spec},
+		{"deploy/cloudrun/reprocess-job.yaml", &cloudRun, &cloudRun.Spec.Template.Spec.Template.Spec},
+	}
+	for _, m := range manifests {
+		t.Run(m.file, func(t *testing.T) {
+			data, err := os.ReadFile(m.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(data, m.into); err != nil {
+				t.Fatalf("%s: %v", m.file, err)
+			}
+			var args []string
+			for _, c := range m.pod.Containers {
+				if c.Name == "pubsink" {
+					args = c.Args
+				}
+			}
+			if len(args) == 0 {
+				t.Fatalf("%s: no container \"pubsink\" with args", m.file)
+			}
+			root := newRoot(context.Background(), io.Discard, io.Discard)
+			cmd, rest, err := root.Find(args)
+			if err != nil || cmd.Name() != "reprocess" {
+				t.Fatalf("%s: args %q find the command %q (%v), want reprocess: does pubsink have the reprocess command?", m.file, args, cmd.CommandPath(), err)
+			}
+			if err := cmd.ParseFlags(rest); err != nil {
+				t.Fatalf("%s: pubsink reprocess refuses %q: %v", m.file, rest, err)
+			}
+			if extra := cmd.Flags().Args(); len(extra) > 0 {
+				t.Errorf("%s: positional arguments %q; reprocess takes none", m.file, extra)
+			}
+			fs := cmd.Flags()
+			if v, _ := fs.GetString("pipeline"); v == "" {
+				t.Errorf("%s: no --pipeline, which reprocess requires", m.file)
+			}
+			if fs.Changed("from") == fs.Changed("snapshot") {
+				t.Errorf("%s: reprocess needs exactly one of --from and --snapshot", m.file)
+			}
+			if !fs.Changed("config") {
+				t.Errorf("%s: no --config: the default depends on $PUBSINK_CONFIG", m.file)
+			}
+		})
 	}
 }

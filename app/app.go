@@ -82,6 +82,10 @@ type Options struct {
 	// $PUBSINK_CLOCK_OFFSET. Durations measured within the process stay on
 	// the monotonic clock either way.
 	Now func() time.Time
+
+	// reprocess is set by Reprocess: the App runs one pipeline of a
+	// reprocess (app/reprocess.go).
+	reprocess *reprocessRun
 }
 
 // App is every pipeline of one configuration, running in this process,
@@ -275,6 +279,11 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 
 	m := a.metrics.Pipeline(pc.Name)
 	src.SetWatchdogHooks(a.watchdogHooks(m))
+	var gsrc pipeline.Source = src
+	if r := a.opts.reprocess; r != nil {
+		// Only the run's range is processed; what follows it is acked.
+		gsrc = r.gate.Wrap(src)
+	}
 	var sink sinks.Sink
 	var limits sinks.Limits
 	switch pc.Sink.Type {
@@ -303,7 +312,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		return nil, err
 	}
 	deps := pipeline.Deps{
-		Source:  src,
+		Source:  gsrc,
 		Mapper:  mp,
 		Sink:    sink,
 		Limits:  limits,
@@ -446,9 +455,13 @@ func (a *App) watchdogHooks(m *metrics.Pipeline) source.WatchdogHooks {
 func (a *App) Status() any {
 	out := struct {
 		Pipelines []pipeline.Status `json:"pipelines"`
+		Reprocess *reprocessStatus  `json:"reprocess,omitempty"`
 	}{}
 	for _, p := range a.Pipelines() {
 		out.Pipelines = append(out.Pipelines, p.Status())
+	}
+	if r := a.opts.reprocess; r != nil {
+		out.Reprocess = r.status()
 	}
 	return out
 }

@@ -18,6 +18,12 @@ import (
 // logs what it dead-letters; m is not needed here.
 func (a *App) deadLetter(ctx context.Context, pc config.Pipeline, topic string, _ *metrics.Pipeline) (pipeline.DeadLetter, error) {
 	clients := deadletter.Clients{PubSub: a.pubsub, Now: a.now()}
+	if r := a.opts.reprocess; r != nil {
+		// A reprocess's copies are the live pipeline's, marked as the
+		// run's (pubsink_reprocess), so that replay sends them back to
+		// the live pipeline's topic.
+		pc.Name, clients.Reprocess = r.live, r.record.Name
+	}
 	switch deadletter.Kind(pc.DeadLetter) {
 	case "":
 		// An untyped nil: a nil *Topic in the interface would look like an

@@ -84,7 +84,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 	var topic string
 	if src.Topic != "" {
 		topic = s.cfg.TopicName(src.Topic)
-		if err := s.topic(ctx, topic); err != nil {
+		if err := s.topic(ctx, topic, src.TopicMessageRetention); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 	}
 	if dl := p.DeadLetter; dl.Topic != "" {
 		t := s.cfg.TopicName(dl.Topic)
-		if err := s.topic(ctx, t); err != nil {
+		if err := s.topic(ctx, t, 0); err != nil {
 			return err
 		}
 		// Pub/Sub drops what is published to a topic without subscriptions:
@@ -136,13 +136,37 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 	return nil
 }
 
-func (s *setup) topic(ctx context.Context, name string) error {
-	_, err := s.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: name})
+// topic creates the topic name, retaining its messages for retention (0:
+// Pub/Sub's default); an existing topic is left as it is, with a note when
+// it retains less than retention.
+func (s *setup) topic(ctx context.Context, name string, retention time.Duration) error {
+	t := &pubsubpb.Topic{Name: name}
+	if retention > 0 {
+		t.MessageRetentionDuration = durationpb.New(retention)
+	}
+	_, err := s.ps.TopicAdminClient.CreateTopic(ctx, t)
 	switch status.Code(err) {
 	case codes.OK:
-		s.say("created topic %s", name)
+		if retention > 0 {
+			s.say("created topic %s (message retention %v)", name, retention)
+		} else {
+			s.say("created topic %s", name)
+		}
 	case codes.AlreadyExists:
-		s.say("topic %s exists", name)
+		if retention <= 0 {
+			s.say("topic %s exists", name)
+			return nil
+		}
+		got, err := s.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name})
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", name, err)
+		}
+		if have := got.GetMessageRetentionDuration().AsDuration(); have < retention {
+			s.say("topic %s exists\n  note: it retains messages for %v, less than source.topic_message_retention %v, and reprocess --from can seek back only that far; setup changes nothing: gcloud pubsub topics update %s --message-retention-duration=%ds",
+				name, have, retention, name, int64(retention.Seconds()))
+		} else {
+			s.say("topic %s exists", name)
+		}
 	default:
 		return fmt.Errorf("create topic %s: %w", name, err)
 	}

@@ -166,6 +166,44 @@ func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
 	}
 }
 
+// TestSetupCreatesTheTopicWithItsMessageRetention: with
+// source.topic_message_retention, setup creates the topic retaining its
+// messages that long (so that reprocess --from can seek back), and says
+// when an existing topic retains less, changing nothing.
+func TestSetupCreatesTheTopicWithItsMessageRetention(t *testing.T) {
+	ctx := context.Background()
+	for _, existing := range []bool{false, true} {
+		f := newFakes(t)
+		stateAdmin(t, f)
+		yaml := strings.Replace(setupYAML, "subscription: orders-sub,", "subscription: orders-sub, topic_message_retention: 24h,", 1)
+		cfg, err := config.Parse([]byte(yaml))
+		if err != nil || cfg.Pipelines[0].Source.TopicMessageRetention != 24*time.Hour {
+			t.Fatalf("config: %v; the YAML changed?\n%s", err, yaml)
+		}
+		topic := "projects/p/topics/orders"
+		if existing {
+			if _, err := f.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out bytes.Buffer
+		if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
+			t.Fatalf("setup: %v\n%s", err, out.String())
+		}
+		got, err := f.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keeps := got.GetMessageRetentionDuration().AsDuration()
+		switch {
+		case !existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "created topic "+topic+" (message retention 24h0m0s)")):
+			t.Errorf("new topic: retention %v, output:\n%s", keeps, out.String())
+		case existing && (keeps != 0 || !strings.Contains(out.String(), "topic "+topic+" exists\n  note: it retains messages for 0s, less than source.topic_message_retention 24h0m0s")):
+			t.Errorf("existing topic: retention %v (setup must not change it), output:\n%s", keeps, out.String())
+		}
+	}
+}
+
 func TestSetupRefusesASubscriptionOnAnotherTopic(t *testing.T) {
 	ctx := context.Background()
 	f := newFakes(t)

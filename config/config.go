@@ -161,6 +161,10 @@ type Source struct {
 	// source's watchdog reopens its streams (and, if that does not help,
 	// fails /healthz). 0: no watchdog. See package source, "Watchdog".
 	StallTimeout time.Duration `mapstructure:"stall_timeout"`
+	// TopicMessageRetention is how long setup makes a topic it creates keep
+	// its messages, acknowledged or not, so that `pubsink reprocess --from`
+	// can seek back that far. 0: Pub/Sub's default (none).
+	TopicMessageRetention time.Duration `mapstructure:"topic_message_retention"`
 }
 
 // Dedupe configures the dedupe window of an exactly_once pipeline.

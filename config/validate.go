@@ -28,6 +28,9 @@ const (
 	// A shorter stall timeout would take a stream that is still opening, or
 	// a pause between two deliveries, for a hang.
 	minStallTimeout = time.Second
+	// Pub/Sub's bounds of a topic's message retention.
+	minTopicRetention = 10 * time.Minute
+	maxTopicRetention = 31 * 24 * time.Hour
 	// A message's rows are written together, never half, so they must fit
 	// in one MutateRows (ApplyBulk) request: at most 100,000 mutations.
 	maxRowsPerMessage = 100_000
@@ -158,6 +161,9 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 	}
 	if s.StallTimeout != 0 && s.StallTimeout < minStallTimeout {
 		c.add(at("source.stall_timeout"), "must be 0 (no watchdog) or at least %v, not %v", minStallTimeout, s.StallTimeout)
+	}
+	if r := s.TopicMessageRetention; r != 0 && (r < minTopicRetention || r > maxTopicRetention) {
+		c.add(at("source.topic_message_retention"), "must be 0 (Pub/Sub's default: none) or %v to %v (Pub/Sub's bounds), not %v", minTopicRetention, maxTopicRetention, r)
 	}
 
 	// Dedupe and watermark.

@@ -46,7 +46,14 @@
 //     pinned, started after pubsink, with rungmp-config.yaml mounted where
 //     it reads it), or pubsink is not the service's ingress container, or
 //     rungmp-config.yaml scrapes another port or path than pubsink serves
-//     under the manifest, whatever http.addr the configuration secret sets.
+//     under the manifest, whatever http.addr the configuration secret sets;
+//   - a reprocess job (gke/jobs/reprocess.yaml, cloudrun/reprocess-job.yaml)
+//     runs another image, service account or configuration than the
+//     Deployment or the service, names a pipeline the configuration lacks,
+//     gives both or neither of --from and --snapshot, is not retried on
+//     failure (exit 1, or 3 when stopped: a retry resumes), or is picked up
+//     by the Deployment's selector, its disruption budget or its scraping
+//     (main_test.go also parses the jobs' args with the real command).
 //
 // The list of exported metrics is written in the test (exportedMetrics): it
 // is the contract of docs/reference.md, "Metrics".

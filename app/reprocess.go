@@ -1,0 +1,485 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/logging"
+	"github.com/pubsink/pubsink/pipeline"
+	"github.com/pubsink/pubsink/reprocess"
+)
+
+// ReprocessRequest is what `pubsink reprocess` was asked to do.
+type ReprocessRequest struct {
+	Pipeline string // required
+	// From or Snapshot (one of them): an RFC 3339 time or a duration
+	// before now; a snapshot's name (short or full).
+	From, Snapshot string
+	// Until ends the range ("": the first start), as From.
+	Until          string
+	NoRestorePoint bool
+	DryRun         bool
+	// Idle is how long no message of the range must arrive, none in
+	// flight, for the range to be done.
+	Idle time.Duration
+	// HTTPAddr overrides http.addr ("" keeps it; "-" serves no HTTP).
+	HTTPAddr string
+}
+
+// ErrReprocessStopped is a reprocess stopped (SIGTERM, SIGINT) before its
+// range was done: the CLI exits 3, so that a Kubernetes Job or Cloud Run
+// job runs it again (it resumes), where exit 0 would mark it complete.
+var ErrReprocessStopped = errors.New("reprocess stopped before its range was done; run the same command again to resume")
+
+// DefaultReprocessIdle is --idle's default: ten seconds without a message
+// of the range on a subscription that delivers its backlog at once.
+const DefaultReprocessIdle = 10 * time.Second
+
+// reprocessRun is what the App of a reprocess wires differently from run:
+// the gate in front of the source, and the dead-letter copies in the live
+// pipeline's name, marked with the run's.
+type reprocessRun struct {
+	live   string // the live pipeline's name
+	record *reprocess.Record
+	gate   *reprocess.Gate
+}
+
+// reprocessStatus is the run in /status: its record and progress.
+type reprocessStatus struct {
+	Name         string             `json:"name"`
+	Pipeline     string             `json:"pipeline"`
+	Subscription string             `json:"subscription"`
+	RestorePoint string             `json:"restore_point,omitempty"`
+	Progress     reprocess.Progress `json:"progress"`
+}
+
+func (r *reprocessRun) status() *reprocessStatus {
+	return &reprocessStatus{Name: r.record.Name, Pipeline: r.live, Subscription: r.record.Subscription,
+		RestorePoint: r.record.RestorePoint, Progress: r.gate.Progress()}
+}
+
+// ReprocessFile runs a reprocess of the file at path (see the command's
+// help and docs/reference.md, "Reprocess"). It prints the plan, the restore
+// point and the summary to out; logs, and the progress (a bar on a
+// terminal), go to logs. A request that does not fit the file is a
+// *ConfigError.
+func ReprocessFile(ctx context.Context, path string, req ReprocessRequest, out, logs io.Writer) error {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	_, now, err := clockFromEnv()
+	if err != nil {
+		return err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return Reprocess(ctx, log, cfg, req, Options{Now: now, HTTPAddr: req.HTTPAddr}, out, logs)
+}
+
+// Reprocess runs req against cfg: opts as for Open (the App of the run is
+// opened with them). The steps, each found done on a restart:
+//
+//  1. The lock of the pipeline's reprocess row (refused while another run
+//     renews it).
+//  2. The run's record: found again, or made, with the restore point (a
+//     snapshot of the live subscription) taken first.
+//  3. The run's subscription, created on the live topic and seeked to
+//     --from or the snapshot, once.
+//  4. The pipeline of the current configuration, named after the run (its
+//     dedupe scope and metrics), on that subscription, without a watermark,
+//     behind the gate; run until the gate says the range is done.
+//  5. The subscription deleted, the record and lock too, the summary.
+//
+// Stopped (ctx) or failed before step 5, it releases the lock and leaves
+// the rest for a restart.
+func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req ReprocessRequest, opts Options, out, progress io.Writer) error {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	var pc *config.Pipeline
+	for i := range cfg.Pipelines {
+		if cfg.Pipelines[i].Name == req.Pipeline {
+			pc = &cfg.Pipelines[i]
+		}
+	}
+	if pc == nil {
+		return &ConfigError{fmt.Errorf("reprocess: the configuration has no pipeline %q", req.Pipeline)}
+	}
+	if pc.Sink.Type == config.SinkStdout {
+		return &ConfigError{fmt.Errorf("reprocess: pipeline %q writes to stdout: there is nothing to rewrite", req.Pipeline)}
+	}
+	start := now()
+	from, fromRel, err := parseWhen("--from", req.From, start)
+	if err != nil {
+		return err
+	}
+	until, untilRel, err := parseWhen("--until", req.Until, start)
+	if err != nil {
+		return err
+	}
+	if !until.IsZero() && until.After(start) {
+		return &ConfigError{fmt.Errorf("reprocess: --until %s is in the future", until.Format(time.RFC3339))}
+	}
+	if !from.IsZero() && !until.IsZero() && !from.Before(until) {
+		return &ConfigError{fmt.Errorf("reprocess: --from %s is not before --until %s", from.Format(time.RFC3339), until.Format(time.RFC3339))}
+	}
+	snapshot := ""
+	if req.Snapshot != "" {
+		snapshot = snapshotName(cfg, req.Snapshot)
+	}
+
+	ps := opts.PubSub
+	if ps == nil {
+		if ps, err = openPubSub(ctx, cfg.Project, opts.PubSubOptions...); err != nil {
+			return err
+		}
+		defer ps.Close()
+	}
+	open := opts.Bigtable
+	if open == nil {
+		open = func(ctx context.Context, instance string) (*bigtable.Client, error) {
+			return openBigtable(ctx, cfg.Project, instance, cfg.State.AppProfile, nil)
+		}
+	}
+	bt, err := open(ctx, cfg.State.Instance)
+	if err != nil {
+		return err
+	}
+	defer bt.Close()
+	store := reprocess.NewStore(bt.Open(cfg.State.Table), pc.Name, now)
+
+	live := cfg.SubscriptionName(pc.Source.Subscription)
+	liveSub, err := ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: live})
+	if err != nil {
+		return fmt.Errorf("reprocess: the live subscription %s: %w", live, err)
+	}
+	rec, err := store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("reprocess: %w (does `pubsink setup` need to run?)", err)
+	}
+	if rec != nil && !rec.Same(reprocess.Range{From: from, FromRelative: fromRel, Snapshot: snapshot, Until: until, UntilRelative: untilRel}) {
+		return &ConfigError{fmt.Errorf("reprocess: an unfinished reprocess of %q (%s, %s) is on record: run it again with its arguments to finish it", pc.Name, rec.Name, describeRange(rec))}
+	}
+	plan := &reprocess.Record{
+		Name: reprocess.NameFor(pc.Name, start), Pipeline: pc.Name, From: from, Snapshot: snapshot, Until: until,
+		Subscription: live + "-reprocess", Started: start,
+	}
+	if plan.Until.IsZero() {
+		plan.Until = start
+	}
+	if !req.NoRestorePoint {
+		plan.RestorePoint = restorePointName(cfg, liveSub.GetName(), start)
+	}
+	if rec == nil || !rec.Ready {
+		if err := checkHistory(ctx, ps, liveSub, from, snapshot, start); err != nil {
+			return err
+		}
+	}
+	if req.DryRun {
+		return printPlan(ctx, out, store, rec, plan)
+	}
+
+	lock, err := store.Acquire(ctx, holderID(), func(h reprocess.Holder) {
+		log.Info("the reprocess lock is held; waiting to see whether its holder renews it", zap.String("holder", h.ID), zap.Time("until", h.Until))
+	})
+	if err != nil {
+		return fmt.Errorf("reprocess of %q: %w", pc.Name, err)
+	}
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// Stopped or failed: a restart resumes at once.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := lock.Release(rctx); err != nil {
+			log.Warn("could not release the reprocess lock; a restart waits for it to lapse", zap.Error(err))
+		}
+	}()
+	// The record again, under the lock: the run it names may have moved on
+	// since the first read.
+	if rec, err = store.Load(ctx); err != nil {
+		return err
+	}
+	if rec == nil {
+		rec = plan
+		if rec.RestorePoint != "" {
+			_, err := ps.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: rec.RestorePoint, Subscription: live})
+			if err != nil && status.Code(err) != codes.AlreadyExists {
+				return fmt.Errorf("reprocess: the restore point (a snapshot of %s): %w", live, err)
+			}
+		}
+		if err := lock.Save(ctx, rec); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "reprocess %s: restore point %s\n", rec.Name, orNone(rec.RestorePoint))
+	} else {
+		fmt.Fprintf(out, "reprocess %s: resuming (%s)\n", rec.Name, describeRange(rec))
+	}
+	if !rec.Ready {
+		if err := prepareSubscription(ctx, ps, liveSub, rec); err != nil {
+			return err
+		}
+		rec.Ready = true
+		if err := lock.Save(ctx, rec); err != nil {
+			return err
+		}
+	}
+
+	// The pipeline of the run: the current configuration's, on the run's
+	// subscription, named after the run.
+	run := *pc
+	run.Name = rec.Name
+	run.Source.Subscription = rec.Subscription
+	run.Source.Topic = liveSub.GetTopic()
+	run.Source.TrackingSubscription = ""
+	rcfg := *cfg
+	rcfg.Pipelines = []config.Pipeline{run}
+	gate := reprocess.NewGate(rec.From, rec.Until, now)
+	opts.reprocess = &reprocessRun{live: pc.Name, record: rec, gate: gate}
+	if opts.MemoryLimit == 0 {
+		opts.MemoryLimit = memoryLimit()
+	}
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	a, err := Open(runCtx, log, &rcfg, opts)
+	if err != nil {
+		return err
+	}
+	var lost error
+	done := make(chan struct{})
+	go func() {
+		if err := lock.Keep(runCtx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
+			lost = err
+			log.Error("the reprocess lock was taken over: stopping", zap.Error(err))
+			stopRun()
+		}
+	}()
+	reporter := reprocess.NewReporter(progress, log)
+	rangeDone := false
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+			reporter.Show(gate.Progress())
+			if gate.Done(req.Idle) {
+				rangeDone = true
+				stopRun()
+				return
+			}
+		}
+	}()
+	runErr := a.Run(runCtx)
+	stopRun()
+	<-done
+	reporter.Close()
+	p := gate.Progress()
+	var st []pipeline.Status
+	for _, pl := range a.Pipelines() {
+		st = append(st, pl.Status())
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case lost != nil:
+		return lost
+	case !rangeDone:
+		fmt.Fprintf(out, "reprocess %s: stopped after %d messages; run the same command again to resume\n", rec.Name, p.Done)
+		return ErrReprocessStopped
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ps.SubscriptionAdminClient.DeleteSubscription(cctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: rec.Subscription}); err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("reprocess: delete the run's subscription %s: %w", rec.Subscription, err)
+	}
+	if err := lock.Finish(cctx); err != nil {
+		return err
+	}
+	finished = true
+	printSummary(out, rec, p, st, now().Sub(rec.Started))
+	return nil
+}
+
+// parseWhen reads a time flag: RFC 3339, or a duration before now
+// (relative).
+func parseWhen(flag, v string, now time.Time) (t time.Time, relative bool, err error) {
+	if v == "" {
+		return time.Time{}, false, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), false, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d).UTC().Truncate(time.Millisecond), true, nil
+	}
+	return time.Time{}, false, &ConfigError{fmt.Errorf("reprocess: %s %q is neither an RFC 3339 time (2026-12-03T10:00:00Z) nor a positive duration before now (2h)", flag, v)}
+}
+
+func snapshotName(cfg *config.Config, s string) string {
+	if strings.HasPrefix(s, "projects/") {
+		return s
+	}
+	return "projects/" + cfg.Project + "/snapshots/" + s
+}
+
+// restorePointName is the snapshot a run takes of the live subscription
+// first: the subscription's ID and the start time.
+func restorePointName(cfg *config.Config, live string, start time.Time) string {
+	id := live[strings.LastIndexByte(live, '/')+1:]
+	return snapshotName(cfg, id+"-restore-"+strings.ToLower(start.UTC().Format("20060102t150405z")))
+}
+
+func holderID() string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
+}
+
+func describeRange(r *reprocess.Record) string {
+	what := "from " + r.From.Format(time.RFC3339Nano)
+	if r.Snapshot != "" {
+		what = "from snapshot " + r.Snapshot
+	}
+	return what + " until " + r.Until.Format(time.RFC3339Nano)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none (--no-restore-point)"
+	}
+	return s
+}
+
+// checkHistory says whether the run can get the range: a snapshot of the
+// live topic, or, for --from, a topic that retains its messages that long.
+func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, from time.Time, snapshot string, now time.Time) error {
+	if snapshot != "" {
+		snaps, err := listSnapshot(ctx, ps, snapshot)
+		if err != nil {
+			return err
+		}
+		if snaps.GetTopic() != liveSub.GetTopic() {
+			return &ConfigError{fmt.Errorf("reprocess: snapshot %s is of topic %s, not of the pipeline's topic %s", snapshot, snaps.GetTopic(), liveSub.GetTopic())}
+		}
+		return nil
+	}
+	topic, err := ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: liveSub.GetTopic()})
+	if err != nil {
+		return fmt.Errorf("reprocess: the topic %s: %w", liveSub.GetTopic(), err)
+	}
+	keeps := topic.GetMessageRetentionDuration().AsDuration()
+	if need := now.Sub(from); keeps < need {
+		have := "retains no acknowledged messages (message retention is off)"
+		if keeps > 0 {
+			have = "retains messages for " + keeps.String()
+		}
+		return &ConfigError{fmt.Errorf("reprocess: --from %s needs the topic to retain %s of messages, but %s %s. "+
+			"Enable it with `gcloud pubsub topics update %s --message-retention-duration=7d` (or set source.topic_message_retention in the configuration and run `pubsink setup`); "+
+			"only messages published after that can be replayed. Or give --snapshot with a snapshot taken before the range",
+			from.Format(time.RFC3339), need.Round(time.Second), topic.GetName(), have, topic.GetName())}
+	}
+	return nil
+}
+
+// listSnapshot finds a snapshot by its full name (there is no GetSnapshot
+// in the emulator's API surface the client exposes).
+func listSnapshot(ctx context.Context, ps *pubsub.Client, name string) (*pubsubpb.Snapshot, error) {
+	s, err := ps.SubscriptionAdminClient.GetSnapshot(ctx, &pubsubpb.GetSnapshotRequest{Snapshot: name})
+	if status.Code(err) == codes.NotFound {
+		return nil, &ConfigError{fmt.Errorf("reprocess: snapshot %s does not exist", name)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reprocess: snapshot %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// prepareSubscription creates the run's subscription on the live topic (or
+// finds it, from an attempt that stopped before it was seeked) and seeks it
+// to the range's start.
+func prepareSubscription(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, rec *reprocess.Record) error {
+	_, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: rec.Subscription, Topic: liveSub.GetTopic(), AckDeadlineSeconds: liveSub.GetAckDeadlineSeconds(),
+		RetryPolicy: liveSub.GetRetryPolicy(), Labels: map[string]string{"pubsink-reprocess": "true"},
+	})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("reprocess: create the run's subscription %s: %w", rec.Subscription, err)
+	}
+	seek := &pubsubpb.SeekRequest{Subscription: rec.Subscription}
+	if rec.Snapshot != "" {
+		seek.Target = &pubsubpb.SeekRequest_Snapshot{Snapshot: rec.Snapshot}
+	} else {
+		seek.Target = &pubsubpb.SeekRequest_Time{Time: timestamppb.New(rec.From)}
+	}
+	if _, err := ps.SubscriptionAdminClient.Seek(ctx, seek); err != nil {
+		return fmt.Errorf("reprocess: seek the run's subscription %s: %w", rec.Subscription, err)
+	}
+	return nil
+}
+
+// printPlan is --dry-run's answer: what a run would do, having changed
+// nothing.
+func printPlan(ctx context.Context, out io.Writer, store *reprocess.Store, rec, plan *reprocess.Record) error {
+	if held, err := store.Held(ctx); err != nil {
+		return err
+	} else if held != nil {
+		fmt.Fprintf(out, "dry run: another reprocess holds the lock (%s, until %s): a run now would wait for it or be refused\n", held.ID, held.Until.Format(time.RFC3339))
+	}
+	if rec != nil {
+		fmt.Fprintf(out, "dry run: would resume %s (%s) on %s\n", rec.Name, describeRange(rec), rec.Subscription)
+		return nil
+	}
+	fmt.Fprintf(out, "dry run: would take the restore point %s\n", orNone(plan.RestorePoint))
+	fmt.Fprintf(out, "dry run: would create %s on the pipeline's topic, seeked %s\n", plan.Subscription, describeRange(plan))
+	fmt.Fprintf(out, "dry run: would rewrite that range as %s (its own dedupe scope), then delete the subscription\n", plan.Name)
+	return nil
+}
+
+// printSummary is the end of a run.
+func printSummary(out io.Writer, rec *reprocess.Record, p reprocess.Progress, st []pipeline.Status, took time.Duration) {
+	var s pipeline.Status
+	if len(st) > 0 {
+		s = st[0]
+	}
+	var dead int64
+	for _, n := range s.DeadLettered {
+		dead += n
+	}
+	fmt.Fprintf(out, "reprocess %s: done in %s\n", rec.Name, took.Round(time.Second))
+	fmt.Fprintf(out, "  range        %s\n", describeRange(rec))
+	fmt.Fprintf(out, "  messages     %d (this process: received %d, committed %d, duplicates %d, dead-lettered %d, filtered %d)\n",
+		p.Done, s.Received, s.Committed, s.Duplicate, dead, s.Filtered)
+	fmt.Fprintf(out, "  rows         %d written by this process\n", s.Rows)
+	fmt.Fprintf(out, "  after range  %d skipped\n", p.Beyond)
+	fmt.Fprintf(out, "  restore point %s (kept; delete it with `gcloud pubsub snapshots delete`)\n", orNone(rec.RestorePoint))
+}

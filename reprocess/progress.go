@@ -1,0 +1,75 @@
+package reprocess
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"go.uber.org/zap"
+	"golang.org/x/term"
+)
+
+// Reporter shows a run's progress: a bar redrawn in place on a terminal
+// (github.com/schollz/progressbar), a log line every LogEvery otherwise.
+type Reporter struct {
+	bar  *progressbar.ProgressBar
+	log  *zap.Logger
+	last time.Time
+}
+
+// LogEvery is how often a Reporter without a terminal logs the progress.
+const LogEvery = 10 * time.Second
+
+// NewReporter returns a reporter writing to w: a bar when w is a terminal,
+// log lines to log otherwise.
+func NewReporter(w io.Writer, log *zap.Logger) *Reporter {
+	r := &Reporter{log: log}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		r.bar = progressbar.NewOptions(1000,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return r
+}
+
+// Line is the progress as one line of text: messages done, share of the
+// range, rate and time left.
+func (p Progress) Line() string {
+	left := "time left unknown"
+	if p.Left > 0 {
+		left = "about " + p.Left.Round(time.Second).String() + " left"
+	}
+	frontier := "-"
+	if !p.Frontier.IsZero() {
+		frontier = p.Frontier.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("%d messages done (%.0f%% of the range, up to %s), %.0f/s, %s; %d after the range skipped",
+		p.Done, 100*p.Fraction, frontier, p.Rate, left, p.Beyond)
+}
+
+// Show reports p: redraws the bar, or logs it if LogEvery passed since the
+// last line.
+func (r *Reporter) Show(p Progress) {
+	if r.bar != nil {
+		r.bar.Describe(fmt.Sprintf("%d msgs, %.0f/s", p.Done, p.Rate))
+		r.bar.Set(int(p.Fraction * 1000))
+		return
+	}
+	if now := time.Now(); now.Sub(r.last) >= LogEvery {
+		r.last = now
+		r.log.Info("reprocess progress: "+p.Line(), zap.Int64("done", p.Done), zap.Float64("fraction", p.Fraction),
+			zap.Float64("messages_per_second", p.Rate), zap.Float64("seconds_left", p.LeftSecs), zap.Int64("beyond", p.Beyond))
+	}
+}
+
+// Close ends the bar (a terminal's line is cleared for the summary).
+func (r *Reporter) Close() {
+	if r.bar != nil {
+		r.bar.Finish()
+	}
+}
