@@ -45,18 +45,7 @@ func (c *clock) Advance(d time.Duration) {
 // bttestClient starts an in-memory Bigtable (bttest) with the state table
 // and returns a data client on it.
 func bttestClient(t testing.TB) *bigtable.Client {
-	t.Helper()
-	b, err := fake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	client, err := b.StateTable(context.Background(), "p", "i", testTable, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	return client
+	return fake.StateTableFor(t, testTable, time.Hour)
 }
 
 // deliveries numbers the message IDs of test deliveries.

@@ -18,18 +18,7 @@ const testLease = 400 * time.Millisecond
 
 // stateTable returns a client of a fresh state table on bttest.
 func stateTable(t *testing.T) *bigtable.Client {
-	t.Helper()
-	b, err := fake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	c, err := b.StateTable(context.Background(), "p", "i", "state", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return fake.StateTableFor(t, "state", time.Minute)
 }
 
 // member is one running member of pipeline "orders".

@@ -14,18 +14,7 @@ import (
 
 // stateTable returns a client of a fresh state table on bttest.
 func stateTable(t *testing.T) *bigtable.Table {
-	t.Helper()
-	b, err := fake.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	c, err := b.StateTable(context.Background(), "p", "i", "state", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c.Open("state")
+	return fake.StateTableFor(t, "state", time.Minute).Open("state")
 }
 
 // clock is a wall clock the test moves.
