@@ -50,7 +50,21 @@ const (
 	// exactlyOnceBaseline is exactly_once run by the -baseline binary: an
 	// earlier version, measured in the same rounds as this one.
 	exactlyOnceBaseline kind = "exactly_once_baseline"
+	// reprocessRun drains the backlog with `pubsink reprocess`: the
+	// pipeline of exactly_once_no_tracking on a subscription of its own,
+	// seeked back over the backlog, behind its gate, in its own dedupe
+	// scope.
+	reprocessRun kind = "reprocess"
+	// besideReprocess is exactly_once (the live pipeline, with its
+	// tracking subscription) draining the backlog while a reprocess of the
+	// same backlog runs beside it, on the same emulators: the measured
+	// commits and rate are the live process's.
+	besideReprocess kind = "exactly_once_beside_reprocess"
 )
+
+// reprocessIdle is the bench's reprocess --idle: the run ends that long
+// after its last message.
+const reprocessIdle = "3s"
 
 // shared reports whether connector k runs as -replicas processes.
 func (k kind) shared() bool {
@@ -62,6 +76,9 @@ func (k kind) shared() bool {
 func (b *bench) procs(k kind) int {
 	if k.shared() {
 		return b.o.replicas
+	}
+	if k.base() == besideReprocess {
+		return 2 // the live process, then the reprocess
 	}
 	return 1
 }
@@ -197,7 +214,7 @@ func (b *bench) names(k kind, round int) names {
 		s = strings.NewReplacer("exactly-once", "eo", "at-least-once", "alo", "tracking", "tr", "protobuf", "pb").Replace(s)
 	}
 	n := names{suffix: s, topic: "t-" + s, sub: "s-" + s, table: "rows-" + s, state: "state-" + s}
-	if base := k.base(); base == exactlyOnce || base == exactlyOnceSharedTracking || base == exactlyOnceBaseline {
+	if base := k.base(); base == exactlyOnce || base == exactlyOnceSharedTracking || base == exactlyOnceBaseline || base == besideReprocess {
 		n.tracking = "tr-" + s
 	}
 	return n
@@ -216,6 +233,11 @@ func (b *bench) configYAML(k kind, n names, httpAddr string) string {
 	}
 	if b.o.streams > 0 {
 		fmt.Fprintf(&extra, "      streams: %d\n", b.o.streams)
+	}
+	if base := k.base(); base == reprocessRun || base == besideReprocess {
+		// setup creates the topic retaining its messages, so that the
+		// reprocess can seek back over the backlog.
+		extra.WriteString("      topic_message_retention: 1h\n")
 	}
 	// Every other setting is pubsink's default: max_outstanding_messages
 	// 1000, batch 500 rows / 4 MiB / 20 ms, row key {attributes.id}, one

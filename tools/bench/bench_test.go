@@ -158,6 +158,15 @@ pubsink_messages_duplicate_total{pipeline="bench"} 2
 	if _, err := parseMetrics(strings.NewReader(`pubsink_messages_duplicate_total{pipeline="bench"} 1` + "\n")); err == nil {
 		t.Error("no committed counter: accepted")
 	}
+	// A reprocess's series carry the run's name; another pipeline's do not
+	// count, even one whose name starts with the bench's.
+	c, err = parseMetrics(strings.NewReader(`pubsink_messages_committed_total{pipeline="bench~r20261203t061500z"} 9
+pubsink_messages_committed_total{pipeline="benchmark"} 5
+pubsink_messages_duplicate_total{pipeline="bench~r20261203t061500z"} 4
+`))
+	if err != nil || c.committed != 9 || c.duplicate != 4 {
+		t.Errorf("a reprocess's counters: committed %v, duplicate %v, %v", c.committed, c.duplicate, err)
+	}
 }
 
 // The drain's table has the state and sink writes per committed message

@@ -41,6 +41,18 @@
 //	               subscription: one process leads the watermark (reads the
 //	               tracking subscription), the others report each message
 //	               they finish to it through the state table before the ack.
+//	reprocess      `pubsink reprocess --from 1h` of the backlog (the topic is
+//	               created with message retention): the pipeline of
+//	               exactly_once_no_tracking on a subscription of its own,
+//	               seeked back, in a dedupe scope of its own; it ends by
+//	               itself 3 s after its last message (its CPU includes the
+//	               seek and that idle end)
+//	exactly_once_beside_reprocess  exactly_once draining the backlog while
+//	               a reprocess of the same backlog runs beside it, started
+//	               together on the same emulators and machine: msg/s and
+//	               the drain are the live process's alone, CPU the sum of
+//	               both; compare its msg/s with exactly_once's
+//	               (-reference exactly_once)
 //
 // # Payload formats and rows per message
 //

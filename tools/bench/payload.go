@@ -103,9 +103,9 @@ func parseConnector(name string, o options) (kind, shape, error) {
 		sh.elements, sh.fields = n, true
 	}
 	switch base {
-	case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking, exactlyOnceBaseline:
+	case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking, exactlyOnceBaseline, reprocessRun, besideReprocess:
 	default:
-		return "", sh, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline; optionally followed by _json, _avro or _protobuf, then _eachN)", name)
+		return "", sh, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess; optionally followed by _json, _avro or _protobuf, then _eachN)", name)
 	}
 	sh.each = sh.elements > 0 && base != naive
 	if base == exactlyOnceBaseline && (sh.format != formatJSON || sh.each) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,9 @@ func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) resul
 		series, err := b.watch(ctx, e, b.o.n, smp, res)
 		res.p50, res.p99, res.samples = smp.quantiles()
 		res.rate = rate(series, float64(b.o.n))
+		if err == nil && k.base() == besideReprocess {
+			err = b.awaitReprocess(ctx, e.cs[1])
+		}
 		return b.o.n, err
 	})
 }
@@ -194,7 +198,7 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 	e := &runEnv{n: n, addrs: addrs, cmds: make([]*exec.Cmd, len(addrs)), logs: make([]string, len(addrs))}
 	for i := range e.cmds {
 		tag := procTag(i, len(addrs))
-		e.cmds[i] = b.command(k, n, paths[i], addrs[i], prof, tag)
+		e.cmds[i] = b.command(k, i, n, paths[i], addrs[i], prof, tag)
 		e.logs[i] = filepath.Join(b.dir, n.suffix+tag+".log")
 		logf, err := os.Create(e.logs[i])
 		if err != nil {
@@ -242,7 +246,7 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 
 // command is the child process of connector k; tag (procTag) tells apart
 // the profiles of several processes.
-func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag string) *exec.Cmd {
+func (b *bench) command(k kind, i int, n names, path, addr string, prof *profile, tag string) *exec.Cmd {
 	var args []string
 	if prof != nil {
 		args = []string{"-cpuprofile", filepath.Join(prof.dir, string(k)+tag+".cpu.pprof"),
@@ -257,6 +261,10 @@ func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag s
 		return exec.Command(b.self, args...)
 	case k.base() == exactlyOnceBaseline:
 		return exec.Command(b.o.baseline, "run", "--config", path)
+	case k.base() == reprocessRun || k.base() == besideReprocess && i == 1:
+		// Everything published to the run's fresh topic, up to the start.
+		return exec.Command(b.pubsink, "reprocess", "--config", path, "--pipeline", pipelineName,
+			"--from", "1h", "--no-restore-point", "--idle", reprocessIdle)
 	case prof != nil:
 		return exec.Command(b.self, append([]string{"inproc", "-config", path}, args...)...)
 	default:
@@ -268,7 +276,12 @@ func (b *bench) command(k kind, n names, path, addr string, prof *profile, tag s
 // messages committed and every sampled row was seen (smp nil: none are
 // sampled), and returns the summed committed counts it saw.
 func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, res *result) ([]point, error) {
-	cs := e.cs
+	cs, addrs := e.cs, e.addrs
+	if res.kind.base() == besideReprocess {
+		// The live process alone is measured; the reprocess beside it
+		// ends by itself (awaitReprocess).
+		cs, addrs = cs[:1], addrs[:1]
+	}
 	deadline := time.NewTimer(b.o.timeout)
 	defer deadline.Stop()
 	tk := time.NewTicker(scrapeEvery)
@@ -295,7 +308,7 @@ func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, re
 		case <-tk.C:
 		}
 		now := time.Now()
-		m, err := scrapeAll(e.addrs)
+		m, err := scrapeAll(addrs)
 		if err != nil {
 			continue // not all listening yet
 		}
@@ -323,6 +336,22 @@ func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, re
 				return series, fmt.Errorf("%s committed every message, but sampled rows are missing from the sink table", res.kind)
 			}
 		}
+	}
+}
+
+// awaitReprocess waits for the reprocess beside a live process to end by
+// itself, its range done, so that the stop does not cut it short.
+func (b *bench) awaitReprocess(ctx context.Context, c *child) error {
+	select {
+	case <-c.done:
+		if c.err != nil {
+			return fmt.Errorf("the reprocess beside: %w (log %s)", c.err, c.log)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.o.timeout):
+		return fmt.Errorf("the reprocess beside did not end within %v (log %s)", b.o.timeout, c.log)
 	}
 }
 
@@ -483,7 +512,9 @@ func scrape(addr string) (counts, error) {
 func parseMetrics(r io.Reader) (counts, error) {
 	var c counts
 	found := false
-	label := `{pipeline="` + pipelineName + `"} `
+	// The pipeline's series: {pipeline="bench"}, or a reprocess's,
+	// {pipeline="bench~rYYYYMMDDtHHMMSSz"}.
+	label := regexp.MustCompile(`^([a-z_]+)\{pipeline="` + pipelineName + `(?:~r[0-9a-z]+)?"\} `)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	c.stages = map[string]*hist{}
@@ -497,11 +528,11 @@ func parseMetrics(r io.Reader) (counts, error) {
 		}
 		var dst *float64
 		switch {
-		case strings.HasPrefix(line, "pubsink_messages_committed_total"+label):
+		case seriesOf(label, line, "pubsink_messages_committed_total"):
 			dst, found = &c.committed, true
-		case strings.HasPrefix(line, "pubsink_messages_duplicate_total"+label):
+		case seriesOf(label, line, "pubsink_messages_duplicate_total"):
 			dst = &c.duplicate
-		case strings.HasPrefix(line, "pubsink_dedupe_conditional_claims_total"+label):
+		case seriesOf(label, line, "pubsink_dedupe_conditional_claims_total"):
 			dst = &c.conditional
 		case strings.HasPrefix(line, mutationsMetric):
 			_, t, ok := strings.Cut(line, `table="`)
@@ -534,6 +565,12 @@ func parseMetrics(r io.Reader) (counts, error) {
 		return c, errors.New("metrics: no pubsink_messages_committed_total for the pipeline")
 	}
 	return c, nil
+}
+
+// seriesOf reports whether line is metric's series of the bench's pipeline.
+func seriesOf(label *regexp.Regexp, line, metric string) bool {
+	m := label.FindStringSubmatch(line)
+	return m != nil && m[1] == metric
 }
 
 // maxStatus is the largest of a size field of /proc/PID/status over the
