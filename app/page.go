@@ -32,9 +32,10 @@ import (
 var pageHTML string
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"ago":     ago,
-	"percent": func(f float64) string { return strconv.FormatFloat(max(100*f, 0), 'f', 2, 64) + "%" }, // max: no "-0.00%"
-	"float":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"ago":      ago,
+	"percent":  func(f float64) string { return strconv.FormatFloat(max(100*f, 0), 'f', 2, 64) + "%" }, // max: no "-0.00%"
+	"float":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"permille": func(f float64) int { return int(1000 * f) },
 }).Parse(pageHTML))
 
 const (
@@ -138,6 +139,9 @@ type pageData struct {
 	Starting  string
 	Process   []logging.Entry
 	Pipelines []pipelineView
+	// Reprocess is the run this process is, with its progress (nil for
+	// `run`).
+	Reprocess *reprocessStatus
 }
 
 type pipelineView struct {
@@ -185,6 +189,9 @@ func (pg *page) data(ctx context.Context) pageData {
 	d := pageData{Refresh: int(pageRefresh / time.Second), Now: now, Version: Version(), Starting: starting, Process: pg.recent.Last("")}
 	if len(d.Process) > pageErrors {
 		d.Process = d.Process[:pageErrors]
+	}
+	if r := a.opts.reprocess; r != nil {
+		d.Reprocess = r.status()
 	}
 	for _, p := range a.Pipelines() {
 		st := p.Status()

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/pipeline"
+	"github.com/pubsink/pubsink/reprocess"
 )
 
 // screenshot, if set, is where TestStatusPageInChromium saves its
@@ -345,7 +346,8 @@ func TestPageHistoryIsBounded(t *testing.T) {
 // TestStatusPageInChromium loads the page in headless Chromium (Debian's
 // chromium; CI installs it) 1280 pixels wide: it renders, names every
 // pipeline, has each pipeline's charts as SVG with their lines (the
-// history seeded by seedHistory), and its screenshot is a real image.
+// history seeded by seedHistory), shows a reprocess's run and progress
+// when the process is one, and its screenshot is a real image.
 func TestStatusPageInChromium(t *testing.T) {
 	browser := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -378,8 +380,15 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		return out
 	}
+	// As a reprocess shows itself: its run, the live pipeline, its
+	// progress.
+	from := time.Now().Add(-time.Hour)
+	gate := reprocess.NewGate(from, from.Add(time.Hour), nil)
+	a.opts.reprocess = &reprocessRun{live: "orders", gate: gate, record: &reprocess.Record{Name: "orders~r20261203t061500z",
+		Subscription: "projects/p/subscriptions/orders-sub-reprocess", RestorePoint: "projects/p/snapshots/orders-sub-restore-20261203t061500z"}}
 	dom := string(chrome("--dump-dom", base+"/"))
-	for _, want := range []string{"pipeline-orders", "pipeline-clicks", "committed", "invalid_payload"} {
+	for _, want := range []string{"pipeline-orders", "pipeline-clicks", "committed", "invalid_payload",
+		`id="reprocess"`, "reprocess orders~r20261203t061500z", "of orders", "<progress", "0 messages done (0% of the range", "orders-sub-restore-20261203t061500z"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium rendered lacks %q:\n%s", want, dom)
 		}
