@@ -46,9 +46,12 @@ type ReprocessRequest struct {
 // job runs it again (it resumes), where exit 0 would mark it complete.
 var ErrReprocessStopped = errors.New("reprocess stopped before its range was done; run the same command again to resume")
 
-// DefaultReprocessIdle is --idle's default: ten seconds without a message
-// of the range on a subscription that delivers its backlog at once.
-const DefaultReprocessIdle = 10 * time.Second
+// DefaultReprocessIdle is --idle's default. It is longer than a message can
+// stay out of sight: one sent on a stream that broke comes back when its
+// lease runs out (source.LeaseExtension, 15 s) and the subscription's
+// redelivery backoff allows (5 s with setup's); a run that ended before
+// would delete its subscription with that message in it.
+const DefaultReprocessIdle = 30 * time.Second
 
 // reprocessRun is what the App of a reprocess wires differently from run:
 // the gate in front of the source, and the dead-letter copies in the live
@@ -269,6 +272,11 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	defer stopRun()
 	a, err := Open(runCtx, log, &rcfg, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped during the start-up checks: nothing was received.
+			fmt.Fprintf(out, "reprocess %s: stopped during start-up; run the same command again to resume\n", rec.Name)
+			return ErrReprocessStopped
+		}
 		return err
 	}
 	var lost error
