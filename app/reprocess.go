@@ -280,14 +280,16 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		return err
 	}
 	var lost error
-	done := make(chan struct{})
+	kept := make(chan struct{})
 	go func() {
+		defer close(kept)
 		if err := lock.Keep(runCtx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
 			lost = err
 			log.Error("the reprocess lock was taken over: stopping", zap.Error(err))
 			stopRun()
 		}
 	}()
+	done := make(chan struct{})
 	reporter := reprocess.NewReporter(progress, log)
 	rangeDone := false
 	go func() {
@@ -311,6 +313,7 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	runErr := a.Run(runCtx)
 	stopRun()
 	<-done
+	<-kept
 	reporter.Close()
 	p := gate.Progress()
 	var st []pipeline.Status
