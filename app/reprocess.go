@@ -409,7 +409,8 @@ func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subs
 		return fmt.Errorf("reprocess: the topic %s: %w", liveSub.GetTopic(), err)
 	}
 	keeps := topic.GetMessageRetentionDuration().AsDuration()
-	if need := now.Sub(from); keeps < need {
+	// To the second: --from 1h on a topic that keeps an hour is fine.
+	if need := now.Sub(from).Truncate(time.Second); keeps < need {
 		have := "retains no acknowledged messages (message retention is off)"
 		if keeps > 0 {
 			have = "retains messages for " + keeps.String()

@@ -41,7 +41,7 @@
 //	               subscription: one process leads the watermark (reads the
 //	               tracking subscription), the others report each message
 //	               they finish to it through the state table before the ack.
-//	reprocess      `pubsink reprocess --from 1h` of the backlog (the topic is
+//	reprocess      `pubsink reprocess --from 30m` of the backlog (the topic is
 //	               created with message retention): the pipeline of
 //	               exactly_once_no_tracking on a subscription of its own,
 //	               seeked back, in a dedupe scope of its own; it ends by

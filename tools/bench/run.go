@@ -124,7 +124,11 @@ func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) resul
 		series, err := b.watch(ctx, e, b.o.n, smp, res)
 		res.p50, res.p99, res.samples = smp.quantiles()
 		res.rate = rate(series, float64(b.o.n))
-		if err == nil && k.base() == besideReprocess {
+		switch {
+		case err != nil:
+		case k.base() == reprocessRun:
+			err = b.awaitReprocess(ctx, e.cs[0])
+		case k.base() == besideReprocess:
 			err = b.awaitReprocess(ctx, e.cs[1])
 		}
 		return b.o.n, err
@@ -264,7 +268,7 @@ func (b *bench) command(k kind, i int, n names, path, addr string, prof *profile
 	case k.base() == reprocessRun || k.base() == besideReprocess && i == 1:
 		// Everything published to the run's fresh topic, up to the start.
 		return exec.Command(b.pubsink, "reprocess", "--config", path, "--pipeline", pipelineName,
-			"--from", "1h", "--no-restore-point", "--idle", reprocessIdle)
+			"--from", "30m", "--no-restore-point", "--idle", reprocessIdle)
 	case prof != nil:
 		return exec.Command(b.self, append([]string{"inproc", "-config", path}, args...)...)
 	default:
@@ -339,19 +343,20 @@ func (b *bench) watch(ctx context.Context, e *runEnv, want int, smp *sampler, re
 	}
 }
 
-// awaitReprocess waits for the reprocess beside a live process to end by
-// itself, its range done, so that the stop does not cut it short.
+// awaitReprocess waits for a reprocess (the connector, or the one beside a
+// live process) to end by itself, its range done, so that the stop does not
+// cut it short (exit 3).
 func (b *bench) awaitReprocess(ctx context.Context, c *child) error {
 	select {
 	case <-c.done:
 		if c.err != nil {
-			return fmt.Errorf("the reprocess beside: %w (log %s)", c.err, c.log)
+			return fmt.Errorf("the reprocess: %w (log %s)", c.err, c.log)
 		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(b.o.timeout):
-		return fmt.Errorf("the reprocess beside did not end within %v (log %s)", b.o.timeout, c.log)
+		return fmt.Errorf("the reprocess did not end within %v (log %s)", b.o.timeout, c.log)
 	}
 }
 
