@@ -124,12 +124,11 @@ func (b *bench) run(ctx context.Context, k kind, round int, prof *profile) resul
 		series, err := b.watch(ctx, e, b.o.n, smp, res)
 		res.p50, res.p99, res.samples = smp.quantiles()
 		res.rate = rate(series, float64(b.o.n))
-		switch {
-		case err != nil:
-		case k.base() == reprocessRun:
-			err = b.awaitReprocess(ctx, e.cs[0])
-		case k.base() == besideReprocess:
-			err = b.awaitReprocess(ctx, e.cs[1])
+		if err == nil && (k.base() == reprocessRun || k.base() == besideReprocess) {
+			// Read while the reprocess still serves its metrics, then
+			// let it end by itself.
+			res.writes, res.stages = readEnd(e.addrs, e.n)
+			err = b.awaitReprocess(ctx, e.cs[len(e.cs)-1])
 		}
 		return b.o.n, err
 	})
@@ -216,7 +215,7 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 	}
 
 	res.msgs, err = body(ctx, e, &res)
-	if err == nil {
+	if err == nil && !res.writes.known {
 		// The run's Bigtable writes, read after the last commit and
 		// before the stop, so that they cover the whole run (the
 		// membership and watermark renewals of the state table included)
