@@ -124,7 +124,8 @@ type Progress struct {
 	Beyond   int64 `json:"beyond"`
 	InFlight int64 `json:"in_flight"`
 	// From and Until are the range (From: the oldest publish time seen,
-	// for a snapshot); Frontier the newest publish time finished.
+	// when later than --from, and for a snapshot); Frontier the newest
+	// publish time finished.
 	From     time.Time `json:"from,omitzero"`
 	Until    time.Time `json:"until"`
 	Frontier time.Time `json:"frontier,omitzero"`
@@ -137,6 +138,10 @@ type Progress struct {
 	LeftSecs float64       `json:"seconds_left"`
 	Rate     float64       `json:"messages_per_second"`
 	Elapsed  time.Duration `json:"-"`
+	// Quiet is how long no message of the range arrived: the run ends
+	// when it reaches the idle period, with nothing in flight.
+	Quiet     time.Duration `json:"-"`
+	QuietSecs float64       `json:"quiet_seconds"`
 }
 
 // Progress returns the run's progress now.
@@ -145,11 +150,16 @@ func (g *Gate) Progress() Progress {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
+	// The range's span starts at its oldest message seen, when that is
+	// after --from: a --from before the first message would count the
+	// empty stretch as done.
 	p.From, p.Frontier = g.from, g.frontier
-	if p.From.IsZero() {
+	if p.From.IsZero() || g.first.After(p.From) {
 		p.From = g.first
 	}
 	if !g.started.IsZero() {
+		p.Quiet = now.Sub(later(g.started, g.last))
+		p.QuietSecs = p.Quiet.Seconds()
 		p.Elapsed = now.Sub(g.started)
 		if s := p.Elapsed.Seconds(); s > 0 {
 			p.Rate = float64(p.Done) / s

@@ -95,6 +95,9 @@ func TestTheGateProcessesTheRangeAndAcksWhatFollowsIt(t *testing.T) {
 	if !g.Done(time.Minute) {
 		t.Error("not done an idle period after the last message of the range")
 	}
+	if p := g.Progress(); p.Quiet < time.Minute || !strings.HasSuffix(p.Line(), "; none of the range for 1m0s") {
+		t.Errorf("quiet %v, line %q", p.Quiet, p.Line())
+	}
 }
 
 // TestProgressEstimatesTheTimeLeftFromTheFrontier: half the range's span
@@ -123,5 +126,19 @@ func TestProgressEstimatesTheTimeLeftFromTheFrontier(t *testing.T) {
 	}
 	if line := p.Line(); !strings.Contains(line, "100 messages done (50% of the range") || !strings.Contains(line, "about 10s left") {
 		t.Errorf("progress line %q", line)
+	}
+}
+
+// TestProgressCountsTheRangeFromItsFirstMessage: a --from long before the
+// first message does not count the empty stretch as done.
+func TestProgressCountsTheRangeFromItsFirstMessage(t *testing.T) {
+	clk := &clock{}
+	until := clk.now()
+	g := NewGate(until.Add(-time.Hour), until, clk.now)
+	first := until.Add(-10 * time.Minute)
+	g.arrived(first)
+	g.finished(first.Add(time.Minute))
+	if p := g.Progress(); !p.From.Equal(first) || p.Fraction < 0.09 || p.Fraction > 0.11 {
+		t.Errorf("progress from %v, fraction %v; want from the first message, 0.1", p.From, p.Fraction)
 	}
 }

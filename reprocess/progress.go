@@ -31,6 +31,7 @@ func NewReporter(w io.Writer, log *zap.Logger) *Reporter {
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionSetPredictTime(false), // the time left is the gate's, in the description
 			progressbar.OptionClearOnFinish(),
 		)
 	}
@@ -40,23 +41,37 @@ func NewReporter(w io.Writer, log *zap.Logger) *Reporter {
 // Line is the progress as one line of text: messages done, share of the
 // range, rate and time left.
 func (p Progress) Line() string {
-	left := "time left unknown"
-	if p.Left > 0 {
-		left = "about " + p.Left.Round(time.Second).String() + " left"
-	}
+	left := p.left()
 	frontier := "-"
 	if !p.Frontier.IsZero() {
 		frontier = p.Frontier.UTC().Format(time.RFC3339)
 	}
 	return fmt.Sprintf("%d messages done (%.0f%% of the range, up to %s), %.0f/s, %s; %d after the range skipped",
-		p.Done, 100*p.Fraction, frontier, p.Rate, left, p.Beyond)
+		p.Done, 100*p.Fraction, frontier, p.Rate, left, p.Beyond) + p.quiet()
+}
+
+// left says the time left.
+func (p Progress) left() string {
+	if p.Left > 0 {
+		return "about " + p.Left.Round(time.Second).String() + " left"
+	}
+	return "time left unknown"
+}
+
+// quiet says, after a second without a message of the range, for how
+// long: the run ends when that reaches the idle period.
+func (p Progress) quiet() string {
+	if p.Quiet < time.Second {
+		return ""
+	}
+	return fmt.Sprintf("; none of the range for %s", p.Quiet.Round(time.Second))
 }
 
 // Show reports p: redraws the bar, or logs it if LogEvery passed since the
 // last line.
 func (r *Reporter) Show(p Progress) {
 	if r.bar != nil {
-		r.bar.Describe(fmt.Sprintf("%d msgs, %.0f/s", p.Done, p.Rate))
+		r.bar.Describe(fmt.Sprintf("%d messages, %.0f/s, %s%s", p.Done, p.Rate, p.left(), p.quiet()))
 		r.bar.Set(int(p.Fraction * 1000))
 		return
 	}
