@@ -93,7 +93,11 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 
 // publishNow publishes messages with ids prefix+[from, to), their event
 // time now, and returns when all are confirmed.
-func (e *env) publishNow(prefix string, from, to int) {
+func (e *env) publishNow(prefix string, from, to int) { e.publishAt(prefix, from, to, time.Now()) }
+
+// publishAt is publishNow with event time ts: published twice, a message
+// is a publisher's duplicate (the same data and attributes).
+func (e *env) publishAt(prefix string, from, to int, ts time.Time) {
 	e.t.Helper()
 	ctx := context.Background()
 	pub := e.pubsub.Publisher(e.topic)
@@ -102,7 +106,7 @@ func (e *env) publishNow(prefix string, from, to int) {
 	for i := from; i < to; i++ {
 		results = append(results, pub.Publish(ctx, &pubsub.Message{
 			Data:       []byte(fmt.Sprintf(`{"n":%d}`, i)),
-			Attributes: map[string]string{"id": fmt.Sprintf("%s%06d", prefix, i), "ts": stamp(time.Now())},
+			Attributes: map[string]string{"id": fmt.Sprintf("%s%06d", prefix, i), "ts": stamp(ts)},
 		}))
 	}
 	for _, r := range results {
@@ -198,8 +202,9 @@ func TestReprocessRewritesARangeBesideTheLiveReplicas(t *testing.T) {
 		c.waitReady(60 * time.Second)
 	}
 	from := time.Now().Add(-time.Second).UTC()
-	e.publishNow("r", 0, ranged)
-	e.publishNow("r", 0, 200) // publisher duplicates within the range
+	ts := time.Now()
+	e.publishAt("r", 0, ranged, ts)
+	e.publishAt("r", 0, 200, ts) // publisher duplicates within the range: the same data and attributes
 	poisonID := e.publishOne("not json", map[string]string{"id": "poison", "ts": stamp(time.Now())})
 	e.waitRows(e.table, ranged, 2*time.Minute)
 	until := time.Now().UTC()
