@@ -395,7 +395,7 @@ func orNone(s string) string {
 // live topic, or, for --from, a topic that retains its messages that long.
 func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, from time.Time, snapshot string, now time.Time) error {
 	if snapshot != "" {
-		snaps, err := listSnapshot(ctx, ps, snapshot)
+		snaps, err := getSnapshot(ctx, ps, snapshot)
 		if err != nil {
 			return err
 		}
@@ -423,9 +423,9 @@ func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subs
 	return nil
 }
 
-// listSnapshot finds a snapshot by its full name (there is no GetSnapshot
-// in the emulator's API surface the client exposes).
-func listSnapshot(ctx context.Context, ps *pubsub.Client, name string) (*pubsubpb.Snapshot, error) {
+// getSnapshot reads a snapshot by its full name; a missing one is the
+// request's mistake (a *ConfigError).
+func getSnapshot(ctx context.Context, ps *pubsub.Client, name string) (*pubsubpb.Snapshot, error) {
 	s, err := ps.SubscriptionAdminClient.GetSnapshot(ctx, &pubsubpb.GetSnapshotRequest{Snapshot: name})
 	if status.Code(err) == codes.NotFound {
 		return nil, &ConfigError{fmt.Errorf("reprocess: snapshot %s does not exist", name)}

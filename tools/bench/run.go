@@ -516,9 +516,6 @@ func scrape(addr string) (counts, error) {
 func parseMetrics(r io.Reader) (counts, error) {
 	var c counts
 	found := false
-	// The pipeline's series: {pipeline="bench"}, or a reprocess's,
-	// {pipeline="bench~rYYYYMMDDtHHMMSSz"}.
-	label := regexp.MustCompile(`^([a-z_]+)\{pipeline="` + pipelineName + `(?:~r[0-9a-z]+)?"\} `)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	c.stages = map[string]*hist{}
@@ -532,11 +529,11 @@ func parseMetrics(r io.Reader) (counts, error) {
 		}
 		var dst *float64
 		switch {
-		case seriesOf(label, line, "pubsink_messages_committed_total"):
+		case seriesOf(line, "pubsink_messages_committed_total"):
 			dst, found = &c.committed, true
-		case seriesOf(label, line, "pubsink_messages_duplicate_total"):
+		case seriesOf(line, "pubsink_messages_duplicate_total"):
 			dst = &c.duplicate
-		case seriesOf(label, line, "pubsink_dedupe_conditional_claims_total"):
+		case seriesOf(line, "pubsink_dedupe_conditional_claims_total"):
 			dst = &c.conditional
 		case strings.HasPrefix(line, mutationsMetric):
 			_, t, ok := strings.Cut(line, `table="`)
@@ -571,9 +568,14 @@ func parseMetrics(r io.Reader) (counts, error) {
 	return c, nil
 }
 
+// pipelineSeries matches a series of the bench's pipeline,
+// {pipeline="bench"}, or of a reprocess's, {pipeline="bench~rYYYYMMDDtHHMMSSz"},
+// and captures the metric's name.
+var pipelineSeries = regexp.MustCompile(`^([a-z_]+)\{pipeline="` + pipelineName + `(?:~r[0-9a-z]+)?"\} `)
+
 // seriesOf reports whether line is metric's series of the bench's pipeline.
-func seriesOf(label *regexp.Regexp, line, metric string) bool {
-	m := label.FindStringSubmatch(line)
+func seriesOf(line, metric string) bool {
+	m := pipelineSeries.FindStringSubmatch(line)
 	return m != nil && m[1] == metric
 }
 
