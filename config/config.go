@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Config is one loaded, validated configuration file. It is read-only once
 // Load returns: every consumer receives its own section by value.
@@ -115,6 +118,74 @@ type Mapping struct {
 	// Each is a CEL expression of a list: one row per element, which the
 	// templates and expressions read as item. "": one row.
 	Each string `mapstructure:"each"`
+	// Op is the operation of the mapping's rows: OpSet, OpDelete,
+	// OpDeleteFamily or OpDeleteColumns, or a CEL expression of type
+	// string that names one per message. "": OpSet. A mapping that sets
+	// it is a change mapping (IsChange).
+	Op string `mapstructure:"op"`
+	// WriteMode is WriteUpsert, WriteInsert or WriteReplaceIfNewer; "":
+	// the sink's (Sink.WriteMode, at use: AllMappings).
+	WriteMode string `mapstructure:"write_mode"`
+	// OnMissing is what a column whose value is missing gets (a Missing*
+	// policy); "": the sink's (Sink.OnMissing, at use: AllMappings).
+	// OnMissingColumns overrides it per column qualifier.
+	OnMissing        string            `mapstructure:"on_missing"`
+	OnMissingColumns map[string]string `mapstructure:"on_missing_columns"`
+	// DeleteColumns are the qualifiers that OpDeleteColumns deletes; empty:
+	// those of Columns.
+	DeleteColumns []string `mapstructure:"delete_columns"`
+}
+
+// Operations of Mapping.Op (docs/reference.md, "Changes").
+const (
+	OpSet           = "set"
+	OpDelete        = "delete"
+	OpDeleteFamily  = "delete_family"
+	OpDeleteColumns = "delete_columns"
+)
+
+// Write modes of Mapping.WriteMode.
+const (
+	WriteUpsert         = "upsert"
+	WriteInsert         = "insert"
+	WriteReplaceIfNewer = "replace_if_newer"
+)
+
+// Missing-value policies of Mapping.OnMissing and OnMissingColumns.
+const (
+	MissingDeadLetter = "dead_letter"
+	MissingSkip       = "skip"
+	MissingEmpty      = "empty"
+	MissingDelete     = "delete"
+)
+
+// IsChange reports whether m is a change mapping: one whose rows are
+// applied by event time against what their row holds (conditional writes,
+// tombstones, one version per cell) rather than set as they come. It is one
+// that sets Op, has a WriteMode other than upsert, or deletes a column whose
+// value is missing. m must have its defaults (AllMappings).
+func (m Mapping) IsChange() bool {
+	if m.Op != "" || (m.WriteMode != "" && m.WriteMode != WriteUpsert) || m.OnMissing == MissingDelete {
+		return true
+	}
+	for _, p := range m.OnMissingColumns {
+		if p == MissingDelete {
+			return true
+		}
+	}
+	return false
+}
+
+// MissingPolicy is the policy of column: its own, else the mapping's, else
+// dead_letter.
+func (m Mapping) MissingPolicy(column string) string {
+	if p := m.OnMissingColumns[column]; p != "" {
+		return p
+	}
+	if m.OnMissing != "" {
+		return m.OnMissing
+	}
+	return MissingDeadLetter
 }
 
 // Timestamp formats of Source.TimestampFormat.
@@ -165,6 +236,11 @@ type Source struct {
 	// its messages, acknowledged or not, so that `pubsink reprocess --from`
 	// can seek back that far. 0: Pub/Sub's default (none).
 	TopicMessageRetention time.Duration `mapstructure:"topic_message_retention"`
+	// Ordering says the subscription delivers the messages of each ordering
+	// key in publish order (Pub/Sub message ordering): setup creates it so,
+	// and run refuses a subscription without it. The client then hands the
+	// messages of one key to the handler one at a time.
+	Ordering bool `mapstructure:"ordering"`
 }
 
 // Dedupe configures the dedupe window of an exactly_once pipeline.
@@ -217,6 +293,19 @@ type Sink struct {
 	// When and Each are those of the sink's own mapping (see Mapping).
 	When string `mapstructure:"when"`
 	Each string `mapstructure:"each"`
+	// Op, OnMissingColumns and DeleteColumns are those of the sink's own
+	// mapping; WriteMode and OnMissing are its, and the mappings' default.
+	Op               string            `mapstructure:"op"`
+	WriteMode        string            `mapstructure:"write_mode"`
+	OnMissing        string            `mapstructure:"on_missing"`
+	OnMissingColumns map[string]string `mapstructure:"on_missing_columns"`
+	DeleteColumns    []string          `mapstructure:"delete_columns"`
+	// TombstoneFamily is the column family of the tombstones in every table
+	// that a change mapping writes; TombstoneRetention its max-age GC rule,
+	// which setup creates: how long a delete keeps an older change from
+	// bringing back what it deleted.
+	TombstoneFamily    string        `mapstructure:"tombstone_family"`
+	TombstoneRetention time.Duration `mapstructure:"tombstone_retention"`
 	// Mappings are the rows of a message when there are several kinds
 	// (tables, keys): set either these or the single mapping above
 	// (RowKey, Columns, When, Each), not both. Table, ColumnFamily and
@@ -236,7 +325,8 @@ type Sink struct {
 func (s Sink) AllMappings() []Mapping {
 	if len(s.Mappings) == 0 {
 		return []Mapping{{Table: s.Table, ColumnFamily: s.ColumnFamily, RowKey: s.RowKey, Columns: s.Columns,
-			Timestamp: s.Timestamp, When: s.When, Each: s.Each}}
+			Timestamp: s.Timestamp, When: s.When, Each: s.Each,
+			Op: s.Op, WriteMode: s.WriteMode, OnMissing: s.OnMissing, OnMissingColumns: s.OnMissingColumns, DeleteColumns: s.DeleteColumns}}
 	}
 	out := make([]Mapping, len(s.Mappings))
 	for i, m := range s.Mappings {
@@ -248,6 +338,12 @@ func (s Sink) AllMappings() []Mapping {
 		}
 		if m.Timestamp == "" {
 			m.Timestamp = s.Timestamp
+		}
+		if m.WriteMode == "" {
+			m.WriteMode = s.WriteMode
+		}
+		if m.OnMissing == "" {
+			m.OnMissing = s.OnMissing
 		}
 		out[i] = m
 	}
@@ -275,4 +371,17 @@ type DeadLetter struct {
 	BigtableTable string `mapstructure:"bigtable_table"`
 	// File is a local JSON-lines file, for local runs.
 	File string `mapstructure:"file"`
+}
+
+// ChangeTables returns the tables that a change mapping of the sink writes
+// (Mapping.IsChange), each once, in mapping order: those that need the
+// tombstone family.
+func (s Sink) ChangeTables() []string {
+	var out []string
+	for _, m := range s.AllMappings() {
+		if m.IsChange() && !slices.Contains(out, m.Table) {
+			out = append(out, m.Table)
+		}
+	}
+	return out
 }

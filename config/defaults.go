@@ -146,6 +146,20 @@ const (
 	// (a list of a million elements) to what one ApplyBulk takes
 	// comfortably (the API allows 100,000 mutations per request).
 	defaultMaxRows = 1000
+	// A mapping sets its cells as messages come, as it always did, unless
+	// it says otherwise.
+	defaultWriteMode = WriteUpsert
+	// A missing value is a message the mapping did not expect: keep it,
+	// with its reason, rather than write a row without the column.
+	defaultOnMissing = MissingDeadLetter
+	// The tombstones' family is named for what it holds (its name is
+	// stored with each tombstone, which a change's row holds at most a few
+	// of).
+	defaultTombstoneFamily = "tombstone"
+	// A week: longer than any redelivery, a dead-letter replay of last
+	// week's poison, or a reprocess of the default topic retention; shorter
+	// than a month of deleted rows' tombstones kept for nothing.
+	defaultTombstoneRetention = 7 * 24 * time.Hour
 )
 
 // applyPipelineDefaults fills the keys of p that its YAML element does not
@@ -235,6 +249,18 @@ func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) 
 	// at use (Sink.AllMappings), so that they follow the sink's defaults.
 	if !set("sink.timestamp") {
 		p.Sink.Timestamp = defaultCellTimestamp
+	}
+	if !set("sink.write_mode") {
+		p.Sink.WriteMode = defaultWriteMode
+	}
+	if !set("sink.on_missing") {
+		p.Sink.OnMissing = defaultOnMissing
+	}
+	if !set("sink.tombstone_family") {
+		p.Sink.TombstoneFamily = defaultTombstoneFamily
+	}
+	if !set("sink.tombstone_retention") {
+		p.Sink.TombstoneRetention = defaultTombstoneRetention
 	}
 	if !set("sink.max_rows") {
 		p.Sink.MaxRows = defaultMaxRows

@@ -32,6 +32,9 @@ type Result struct {
 	// Rows are the rows to write, in mapping order; none is possible (a
 	// when that was false, an empty list).
 	Rows []sinks.Row
+	// Missing counts the columns of Rows whose value was missing, by the
+	// policy that applied (on_missing); dead_letter ends in a BadInput.
+	Missing Missing
 
 	// row and cells back Rows for a message of one row with at most two
 	// columns, so that the common case costs no allocation of their own.
@@ -41,10 +44,15 @@ type Result struct {
 	in template.Input
 }
 
+// Missing counts columns whose value was missing, by the policy applied.
+type Missing struct {
+	Skip, Empty, Delete int
+}
+
 // reset makes r a zero Result, field by field: a composite literal would
 // be built in Map's frame first (see Map).
 func (r *Result) reset() {
-	r.EventTime, r.Key, r.Filtered, r.Rows = time.Time{}, "", false, nil
+	r.EventTime, r.Key, r.Filtered, r.Rows, r.Missing = time.Time{}, "", false, nil, Missing{}
 	r.row[0] = sinks.Row{}
 	r.cells[0], r.cells[1] = sinks.Cell{}, sinks.Cell{}
 	r.in = template.Input{}

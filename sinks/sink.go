@@ -31,13 +31,112 @@ type Row struct {
 	Key       string
 	Cells     []Cell
 	Timestamp time.Time
+	// Change is how a change mapping's row meets what its row holds
+	// (docs/reference.md, "Changes"); its zero value is a plain row, whose
+	// cells are set as they come, which is all a row was before changes.
+	Change Change
 }
 
-// Size is the number of bytes the row adds to a batch (key and values).
+// Change is what a change mapping's row does, by event time (the row's
+// Timestamp, T): sinks that keep versions apply it so that the table ends
+// the same whatever order the rows of several messages arrive in, and
+// applying one again changes nothing.
+type Change struct {
+	// Op is the row's operation; Mode how a set meets the row.
+	Op   Op
+	Mode Mode
+	// Delete names the columns that are deleted at T: those of
+	// OpDeleteColumns, or, for OpSet, the columns whose value was missing
+	// under the policy delete. Set: Cells are set; Delete: these go, in
+	// the same row mutation.
+	Delete []string
+	// Applied is what Write did with the row: filled by Write for a change
+	// row when it returns nil.
+	Applied Applied
+}
+
+// IsChange reports whether the row is a change mapping's.
+func (c *Change) IsChange() bool { return c.Op != OpSet || c.Mode != ModePlain }
+
+// Op is the operation of a row.
+type Op uint8
+
+const (
+	// OpSet sets the row's cells at T.
+	OpSet Op = iota
+	// OpDelete deletes every cell of the row at T or before, in every
+	// family, and leaves a tombstone so that no older change brings them
+	// back.
+	OpDelete
+	// OpDeleteFamily does the same for the cells of the row's family.
+	OpDeleteFamily
+	// OpDeleteColumns does the same for the columns named in
+	// Change.Delete.
+	OpDeleteColumns
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpDelete:
+		return "delete"
+	case OpDeleteFamily:
+		return "delete_family"
+	case OpDeleteColumns:
+		return "delete_columns"
+	}
+	return "set"
+}
+
+// Mode is how an OpSet row of a change mapping meets what the row holds.
+type Mode uint8
+
+const (
+	// ModePlain sets the cells unconditionally: a plain row (not a change).
+	ModePlain Mode = iota
+	// ModeUpsert sets each cell unless its column holds a newer one or a
+	// tombstone covers it, and keeps one version of it.
+	ModeUpsert
+	// ModeInsert sets the row only if its family holds nothing of T or
+	// before (the earliest insert wins), and no tombstone covers it.
+	ModeInsert
+	// ModeReplaceIfNewer makes the row's family exactly the row's cells,
+	// unless it holds a newer cell or a tombstone covers it.
+	ModeReplaceIfNewer
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeUpsert:
+		return "upsert"
+	case ModeInsert:
+		return "insert"
+	case ModeReplaceIfNewer:
+		return "replace_if_newer"
+	}
+	return "plain"
+}
+
+// Applied is what a sink did with a change row.
+type Applied struct {
+	// Superseded: nothing of the row was set, because the row held newer
+	// changes, a tombstone covered it, or, for an insert, an earlier row
+	// was there. Only an OpSet row can be superseded; its Delete columns
+	// are deleted all the same.
+	Superseded bool
+	// SkippedCells counts the row's Cells that were not set (all of them
+	// when Superseded) for the same reasons.
+	SkippedCells int
+}
+
+// Size is the number of bytes the row adds to a batch (key, values, and
+// the columns it deletes).
 func (r *Row) Size() int {
 	n := len(r.Key)
 	for _, c := range r.Cells {
 		n += len(c.Column) + len(c.Value)
+	}
+	for _, c := range r.Change.Delete {
+		n += len(c)
 	}
 	return n
 }
