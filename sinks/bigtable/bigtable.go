@@ -16,6 +16,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/batch"
+	"github.com/pubsink/pubsink/internal/warm"
 	"github.com/pubsink/pubsink/sinks"
 )
 
@@ -84,6 +85,13 @@ type Sink struct {
 	metrics       Metrics
 	batcher       *batch.Batcher[*item]
 	timeout       time.Duration // applyTimeout; shorter in tests
+	// tombstones is the tombstone family of the tables that change
+	// mappings write (cfg.TombstoneFamily), each of which has a target of
+	// it; direct tracks the writes of messages with change rows, which
+	// calls runs (change.go).
+	tombstones string
+	direct     directWrites
+	calls      *warm.Pool
 }
 
 // target is one (table, column family) pair that rows are written to: the
@@ -174,6 +182,17 @@ func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, m *Metrics) *Sink
 		s.addTarget(client, mp.Table, mp.ColumnFamily)
 	}
 	s.own = s.lookup(s.table, s.family)
+	if tables := cfg.ChangeTables(); len(tables) > 0 {
+		s.tombstones = cfg.TombstoneFamily
+		for _, t := range tables {
+			s.addTarget(client, t, s.tombstones)
+		}
+	}
+	s.direct.init()
+	// The calls of change rows run on goroutines whose stacks have grown
+	// already, not on the Pub/Sub client's, which start small for each
+	// message (see entry).
+	s.calls = warm.New(maxChangeCalls, 0)
 	if m != nil {
 		s.metrics = *m
 	}
@@ -252,6 +271,9 @@ func (s *Sink) Write(ctx context.Context, rows []sinks.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	if hasChange(rows) {
+		return s.writeChanges(ctx, rows)
+	}
 	// The errors are made apart, so that the frames on the path of a
 	// message that is written stay small (the pipeline calls Write from a
 	// goroutine of the Pub/Sub client's, whose stack starts small).
@@ -283,7 +305,9 @@ func (s *Sink) closed() error {
 // flight are cancelled (their writers get a transient error), and Close
 // returns ctx.Err() once they returned. It does not close the client.
 func (s *Sink) Close(ctx context.Context) error {
-	return s.batcher.Close(ctx)
+	errDirect := s.direct.close(ctx)
+	errBatch := s.batcher.Close(ctx)
+	return cmp.Or(errDirect, errBatch)
 }
 
 // Check verifies that Bigtable is reachable and that every table the

@@ -47,17 +47,19 @@ type fake struct {
 	admin  *cbt.AdminClient
 
 	mu        sync.Mutex
-	requests  []int                   // entries per MutateRows request
-	probes    int                     // MutateRow calls
-	probeCode codes.Code              // MutateRow answers it instead, unless OK
-	inject    map[string][]codes.Code // row key: codes to answer, one a request, instead of bttest's
-	refuse    map[string]codes.Code   // row key: a code to answer in every request, instead of bttest's
-	stall     bool                    // MutateRows blocks until its ctx ends
+	requests  []int                     // entries per MutateRows request
+	probes    int                       // MutateRow calls
+	probeCode codes.Code                // MutateRow answers it instead, unless OK
+	inject    map[string][]codes.Code   // row key: codes to answer, one a request, instead of bttest's
+	refuse    map[string]codes.Code     // row key: a code to answer in every request, instead of bttest's
+	stall     bool                      // MutateRows blocks until its ctx ends
+	cond      map[string]codes.Code     // row key: a code CheckAndMutateRow answers, instead of bttest's
+	stallCond func(ctx context.Context) // when set, CheckAndMutateRow of a key in cond runs it first, then bttest
 }
 
 func newFake(t testing.TB) *fake {
 	t.Helper()
-	f := &fake{inject: map[string][]codes.Code{}, refuse: map[string]codes.Code{}}
+	f := &fake{inject: map[string][]codes.Code{}, refuse: map[string]codes.Code{}, cond: map[string]codes.Code{}}
 	srv, err := bttest.NewServer("127.0.0.1:0", grpc.StreamInterceptor(f.intercept), grpc.UnaryInterceptor(f.interceptUnary))
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +112,26 @@ func (f *fake) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 // interceptUnary counts MutateRow calls, and answers NotFound for a missing
 // family as production does (bttest answers Unknown).
 func (f *fake) interceptUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == "/google.bigtable.v2.Bigtable/CheckAndMutateRow" {
+		f.mu.Lock()
+		code, ok := f.cond[string(req.(*btpb.CheckAndMutateRowRequest).RowKey)]
+		stall := f.stallCond
+		f.mu.Unlock()
+		if ok && stall != nil {
+			stall(ctx)
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		if ok && code != codes.OK {
+			return nil, status.Error(code, "injected by the test")
+		}
+		res, err := handler(ctx, req)
+		if err != nil && unknownFamily(status.Convert(err).Message()) {
+			return nil, status.Error(codes.NotFound, familyNotFound)
+		}
+		return res, err
+	}
 	if info.FullMethod != "/google.bigtable.v2.Bigtable/MutateRow" {
 		return handler(ctx, req)
 	}
@@ -827,4 +849,41 @@ func BenchmarkBttestApplyBulk(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// tombstones is the tombstone family of changeConfig's table.
+const tombstones = "tombstone"
+
+// changeConfig is sinkConfig whose own table is written by a change mapping.
+func changeConfig(b config.Batch) config.Sink {
+	cfg := sinkConfig(b)
+	cfg.Mappings[0].Op = config.OpSet
+	cfg.TombstoneFamily = tombstones
+	return cfg
+}
+
+// readRow reads every version of every cell of family in table.
+func readRow(t testing.TB, client *cbt.Client) sinktest.ReadRow {
+	return func(key string) map[string][]sinktest.Version {
+		row, err := client.Open(table).ReadRow(context.Background(), key, cbt.RowFilter(cbt.FamilyFilter("^"+family+"$")))
+		if err != nil {
+			t.Fatalf("ReadRow %q: %v", key, err)
+		}
+		out := map[string][]sinktest.Version{}
+		for _, it := range row[family] {
+			col := strings.TrimPrefix(it.Column, family+":")
+			out[col] = append(out[col], sinktest.Version{Value: string(it.Value), Time: it.Timestamp.Time().UTC()})
+		}
+		return out
+	}
+}
+
+func TestChangeConformance(t *testing.T) {
+	sinktest.RunChangeConformance(t, func(t *testing.T) (sinks.Sink, sinktest.ReadRow) {
+		f := newFake(t)
+		if err := f.admin.CreateColumnFamily(t.Context(), table, tombstones); err != nil {
+			t.Fatal(err)
+		}
+		return New(f.client, zap.NewNop(), changeConfig(defaultBatch), nil), readRow(t, f.client)
+	})
 }

@@ -51,6 +51,59 @@
 //     was dead-lettered. This is judged per (table, family) pair: rows of
 //     other pairs written in the same batch prove nothing of it.
 //
+// # Changes
+//
+// A message with a row of a change mapping (sinks.Change) does not join the
+// batch: its rows are applied by the message's own Write, row by row, on the
+// goroutines of a warm pool (at most 64 calls at once), the rows of one
+// (table, key) in their order and those of different keys at once
+// (change.go). Each is one call, or a few, of its own row, so that whatever
+// order the changes of a row arrive in, and however often each does, the
+// row ends as their event times say. T is the row's timestamp:
+//
+//   - Tombstones live in the row, in the tombstone family that setup adds to
+//     each table a change mapping writes (sink.tombstone_family, with a
+//     max-age GC rule of sink.tombstone_retention): qualifier "*" for the
+//     row, FAMILY for a family, FAMILY:COLUMN for a column; empty values at
+//     the time they cover. A tombstone at D covers its scope at D and
+//     before.
+//   - set, upsert: one CheckAndMutateRow whose predicate finds a cell of the
+//     row's columns newer than T, or a tombstone covering T; when it finds
+//     none, each column's older versions are deleted and the cell set at T
+//     (one version per cell). When it finds some, a read of the same filter
+//     says which columns are covered, and the next round sets the others
+//     (at most 8 rounds: more means the row changes under every round, a
+//     transient failure). Columns the row deletes (Change.Delete) are
+//     deleted in either branch.
+//   - set, insert: the predicate finds a cell of the family at T or before
+//     (an earlier insert won) or a covering tombstone; when it finds none,
+//     the family's later cells (a later insert's) are deleted and the row set
+//     at T: the earliest insert wins. An insert dropped for an earlier one
+//     is dropped for good.
+//   - set, replace_if_newer: the predicate finds a newer cell of the family
+//     or a covering tombstone; when it finds none, the family is deleted, its
+//     tombstone set at T − 1 ms (so that an older change arriving later
+//     changes nothing, while one of the same millisecond still replaces), and
+//     the cells set at T.
+//   - delete, delete_family: when nothing of the scope is newer than T, one
+//     conditional mutation deletes the row (or family) and sets its tombstone
+//     at T; otherwise it sets the tombstone only and then, with the
+//     tombstone durable, reads the columns holding cells at T or before and
+//     deletes those cells (an older change cannot land after the tombstone:
+//     each checks it atomically).
+//   - delete_columns (and a set's Change.Delete): unconditional, each
+//     column's cells at T or before deleted and its tombstone set at T.
+//   - A plain row in such a message is set as the batch would, by one
+//     MutateRow, in its order.
+//
+// Write fills Change.Applied of each change row. A single-row call's error
+// is the row's own, so a permanent code rejects the row once the schema
+// probes of its family and of the tombstone family pass; when one fails, the
+// row is retried as for the batch, and Check names the family. Change rows
+// are checked against the limits before any I/O as batched rows are (they
+// may have no cells); a change row for a table that no change mapping of the
+// configuration writes is rejected.
+//
 // # Errors
 //
 // Write returns a *sinks.RejectedError, which the pipeline dead-letters as

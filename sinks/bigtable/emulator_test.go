@@ -15,6 +15,7 @@ import (
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/testenv/emulator"
 	"github.com/pubsink/pubsink/sinks"
+	"github.com/pubsink/pubsink/sinks/sinktest"
 )
 
 // TestEmulatorPartialFailureAndTimestamps runs against the real cbtemulator
@@ -202,4 +203,17 @@ func emulatorTable(t *testing.T) (context.Context, *cbt.Client, *cbt.AdminClient
 		t.Fatal(err)
 	}
 	return ctx, client, admin
+}
+
+// TestEmulatorChangeConformance runs the change rows' conformance on the
+// real cbtemulator: its conditional mutations, filters (regular expressions,
+// timestamp ranges) and row deletes, each case on an emulator of its own.
+func TestEmulatorChangeConformance(t *testing.T) {
+	sinktest.RunChangeConformance(t, func(t *testing.T) (sinks.Sink, sinktest.ReadRow) {
+		ctx, client, admin := emulatorTable(t)
+		if err := admin.CreateColumnFamily(ctx, table, tombstones); err != nil {
+			t.Fatal(err)
+		}
+		return New(client, zap.NewNop(), changeConfig(defaultBatch), nil), readRow(t, client)
+	})
 }

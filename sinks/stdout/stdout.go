@@ -41,8 +41,14 @@ type line struct {
 	Key string `json:"key"`
 	// Table and Family are the row's, when it names them (Row.Table,
 	// Row.Family); absent, the row goes to the configured ones.
-	Table     string            `json:"table,omitempty"`
-	Family    string            `json:"family,omitempty"`
+	Table  string `json:"table,omitempty"`
+	Family string `json:"family,omitempty"`
+	// Op, Mode and Delete are a change row's (sinks.Change: its operation,
+	// its write mode for a set, the columns it deletes); absent for a
+	// plain row. The stdout sink prints a change; it cannot apply one.
+	Op        string            `json:"op,omitempty"`
+	Mode      string            `json:"mode,omitempty"`
+	Delete    []string          `json:"delete,omitempty"`
 	Timestamp string            `json:"timestamp"`
 	Cells     map[string]string `json:"cells"`
 	// Base64 lists the columns whose values are not valid UTF-8 and so are
@@ -111,6 +117,12 @@ func (s *Sink) encode(row *sinks.Row) error {
 		Family:    row.Family,
 		Timestamp: row.Timestamp.UTC().Truncate(time.Millisecond).Format(timeFormat),
 		Cells:     make(map[string]string, len(row.Cells)),
+	}
+	if c := &row.Change; c.IsChange() {
+		l.Op, l.Delete = c.Op.String(), c.Delete
+		if c.Op == sinks.OpSet {
+			l.Mode = c.Mode.String()
+		}
 	}
 	binary := map[string]bool{}
 	for _, c := range row.Cells {

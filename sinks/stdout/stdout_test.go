@@ -138,6 +138,27 @@ func TestWriteFormatsOneJSONObjectPerLine(t *testing.T) {
 	}
 }
 
+func TestAChangeRowSaysItsOperationModeAndDeletes(t *testing.T) {
+	var out bytes.Buffer
+	s := stdout.New(&out, zap.NewNop(), config.Sink{})
+	ts := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	rows := []sinks.Row{
+		{Key: "k1", Timestamp: ts, Cells: []sinks.Cell{{Column: "a", Value: []byte("1")}},
+			Change: sinks.Change{Op: sinks.OpSet, Mode: sinks.ModeReplaceIfNewer, Delete: []string{"b"}}},
+		{Key: "k2", Timestamp: ts, Change: sinks.Change{Op: sinks.OpDelete, Mode: sinks.ModeUpsert}},
+		{Key: "k3", Timestamp: ts, Cells: []sinks.Cell{{Column: "a", Value: []byte("1")}}},
+	}
+	if err := s.Write(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"key":"k1","op":"set","mode":"replace_if_newer","delete":["b"],"timestamp":"2026-03-04T05:06:07.000Z","cells":{"a":"1"}}` + "\n" +
+		`{"key":"k2","op":"delete","timestamp":"2026-03-04T05:06:07.000Z","cells":{}}` + "\n" +
+		`{"key":"k3","timestamp":"2026-03-04T05:06:07.000Z","cells":{"a":"1"}}` + "\n"
+	if got := out.String(); got != want {
+		t.Errorf("lines =\n%s\nwant\n%s", got, want)
+	}
+}
+
 // countingWriter counts the Write calls it receives.
 type countingWriter struct {
 	bytes.Buffer
