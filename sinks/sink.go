@@ -163,6 +163,13 @@ type Sink interface {
 	// replay rewrites the same cells.
 	//
 	// Write must not retain rows, their cells or values after it returns.
+	//
+	// A change row (Row.Change.IsChange) is applied by event time against
+	// what its row holds (docs/reference.md, "Changes"): whatever order the
+	// change rows of a row are written in, and however often each is, the
+	// row ends the same. Write fills each change row's Change.Applied when
+	// it returns nil. A sink that cannot apply changes (stdout) writes them
+	// as they are, saying what they are.
 	Write(ctx context.Context, rows []Row) error
 	// Close flushes what is pending and releases the sink. It is idempotent
 	// and bounded by ctx.
