@@ -165,8 +165,13 @@ func TestDefaultsFillEveryUnsetKey(t *testing.T) {
 				RowKey:       "{message_id}",
 				Columns:      map[string]string{"data": "{data}"},
 				Timestamp:    CellTimeEvent,
-				MaxRows:      1000,
-				Batch:        Batch{MaxMessages: 500, MaxBytes: 4 * MiB, MaxDelay: 20 * time.Millisecond},
+				// No op: a plain mapping, as before change mappings.
+				WriteMode:          WriteUpsert,
+				OnMissing:          MissingDeadLetter,
+				TombstoneFamily:    "tombstone",
+				TombstoneRetention: 168 * time.Hour,
+				MaxRows:            1000,
+				Batch:              Batch{MaxMessages: 500, MaxBytes: 4 * MiB, MaxDelay: 20 * time.Millisecond},
 			},
 		}},
 	}
@@ -440,7 +445,7 @@ func TestLoadOfAMissingFileIsNotProblems(t *testing.T) {
 // either a config or problems. Seeds: testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
-	for _, file := range []string{"../examples.yaml", "testdata/mappings.good.yaml"} {
+	for _, file := range []string{"../examples.yaml", "testdata/mappings.good.yaml", "testdata/changes.good.yaml"} {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)
 		}

@@ -146,6 +146,10 @@ const (
 	// (a list of a million elements) to what one ApplyBulk takes
 	// comfortably (the API allows 100,000 mutations per request).
 	defaultMaxRows = 1000
+	// Pub/Sub's own default, and the faster: an ordered subscription hands
+	// each ordering key's messages over one at a time. Order must be asked
+	// for, where a key's changes must apply in publish order.
+	defaultOrdering = false
 	// A mapping sets its cells as messages come, as it always did, unless
 	// it says otherwise.
 	defaultWriteMode = WriteUpsert
@@ -197,6 +201,9 @@ func applyPipelineDefaults(p *Pipeline, set func(key string) bool, state State) 
 	}
 	if !set("source.stall_timeout") {
 		p.Source.StallTimeout = defaultStallTimeout
+	}
+	if !set("source.ordering") {
+		p.Source.Ordering = defaultOrdering
 	}
 	if !set("dedupe.window") {
 		p.Dedupe.Window = defaultDedupeWindow

@@ -124,9 +124,13 @@ func parse(data []byte) (*Config, error) {
 		}
 		p := &cfg.Pipelines[i]
 		// viper lowercases every map key, but Bigtable qualifiers are
-		// case-sensitive: take the columns from the file as written.
+		// case-sensitive: take the columns, and the policies of columns,
+		// from the file as written.
 		if cols, ok := lookup(elem, "sink.columns"); ok {
 			p.Sink.Columns = stringMap(cols)
+		}
+		if cols, ok := lookup(elem, "sink.on_missing_columns"); ok {
+			p.Sink.OnMissingColumns = stringMap(cols)
 		}
 		// The same for each mapping: checkValue kept every element in
 		// place (a broken one as an empty mapping), so they line up.
@@ -139,6 +143,9 @@ func parse(data []byte) (*Config, error) {
 			m, _ := ms[j].(map[string]any)
 			if cols, ok := lookup(m, "columns"); ok {
 				p.Sink.Mappings[j].Columns = stringMap(cols)
+			}
+			if cols, ok := lookup(m, "on_missing_columns"); ok {
+				p.Sink.Mappings[j].OnMissingColumns = stringMap(cols)
 			}
 		}
 		set := func(key string) bool {
@@ -425,12 +432,16 @@ func checkValue(v any, path string, t reflect.Type, c *collector) (any, bool) {
 				l[i] = nv
 			} else {
 				// Keep the index of later elements; the broken path hides
-				// the problems of this empty one.
-				l[i] = map[string]any{}
+				// the problems of this empty one (an empty mapping, or an
+				// empty string in a list of strings).
+				l[i] = reflect.Zero(t.Elem()).Interface()
+				if t.Elem().Kind() == reflect.Struct {
+					l[i] = map[string]any{}
+				}
 			}
 		}
 		return l, true
-	case reflect.Map: // map[string]string: columns
+	case reflect.Map: // map[string]string: columns, on_missing_columns
 		m, ok := v.(map[string]any)
 		if !ok {
 			c.addBroken(path, "must be a mapping of names to values, not %s", describe(v))
@@ -452,6 +463,20 @@ func checkValue(v any, path string, t reflect.Type, c *collector) (any, bool) {
 			return s, true
 		}
 		c.addBroken(path, "must be a string, not %s", describe(v))
+		return nil, false
+	case reflect.Bool:
+		switch x := v.(type) {
+		case bool:
+			return x, true
+		case string: // so that ${VAR} works: YAML's spellings of the two
+			switch strings.TrimSpace(x) {
+			case "true", "True", "TRUE":
+				return true, true
+			case "false", "False", "FALSE":
+				return false, true
+			}
+		}
+		c.addBroken(path, "%s is not a boolean: write true or false", describe(v))
 		return nil, false
 	case reflect.Int:
 		switch x := v.(type) {

@@ -119,9 +119,15 @@ func (g *schemaGen) walk(t reflect.Type, path string) schema {
 			props[name] = g.walk(fields[name].Type, joinPath(path, name))
 		}
 		s = schema{"type": "object", "properties": props, "additionalProperties": false}
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		// delete_columns: qualifiers, each not empty (its element is no
+		// key of its own, with no description).
+		item := textSchema()
+		item["minLength"] = 1
+		s = schema{"type": "array", "items": item}
 	case t.Kind() == reflect.Slice:
 		s = schema{"type": "array", "items": g.walk(t.Elem(), path+"[i]")}
-	case t.Kind() == reflect.Map: // columns: qualifier -> template
+	case t.Kind() == reflect.Map: // columns: qualifier -> template; on_missing_columns -> policy
 		s = schema{
 			"type": "object",
 			// No empty qualifier. (Not propertyNames: the validator of the
@@ -134,6 +140,8 @@ func (g *schemaGen) walk(t reflect.Type, path string) schema {
 		s, container = textSchema(), false
 	case t.Kind() == reflect.Int:
 		s, container = intSchema(nil, nil), false
+	case t.Kind() == reflect.Bool:
+		s, container = boolSchema(), false
 	default:
 		panic("config: JSONSchema does not know " + t.String()) // a new field type needs a case here
 	}
@@ -181,6 +189,9 @@ const (
 	placeholder = `^(?:[^{]|\{\{)*\{[^{]`
 	// intText is a whole number written as a string (checkValue: Atoi).
 	intText = `^\s*[+-]?[0-9]+\s*$`
+	// boolText is a boolean written as a string, as YAML spells one
+	// (checkValue).
+	boolText = `^\s*(?:true|True|TRUE|false|False|FALSE)\s*$`
 	// hostPort is what net.SplitHostPort splits: host:port, [host]:port, :port.
 	hostPort = `(?:\[[^\[\]]*\]|[^\[\]:]*):[^\[\]:]*`
 )
@@ -269,6 +280,12 @@ func intSchema(min, max *int) schema {
 
 func bound(n int) *int { return &n }
 
+// boolSchema is a boolean, or a string of one (checkValue).
+func boolSchema() schema {
+	return schema{"anyOf": []any{schema{"type": "boolean"}, schema{"type": "string", "pattern": boolText + "|" + envRef,
+		"patternErrorMessage": "true or false"}}}
+}
+
 // textSchema is any string whose ${VAR} references are well formed.
 func textSchema() schema {
 	return schema{"type": "string", "pattern": envText,
@@ -331,6 +348,14 @@ func exprSchema() schema { // filter, when, each: not empty when set (checkFileK
 	s := textSchema()
 	s["minLength"] = 1
 	return s
+}
+
+// opSchema is an operation, which the editor offers, or an expression that
+// names one: any text but "" (checkFileKeys). A misspelled operation is
+// validate's (nearOperation): it may be an expression, as far as the
+// schema knows.
+func opSchema() schema {
+	return schema{"anyOf": []any{schema{"enum": operations}, exprSchema()}}
 }
 
 // The rules between keys are "if the file says this, then that key must
@@ -494,18 +519,30 @@ func sinkConstraints() map[string]schema {
 	// A bigtable sink: its type is bigtable, or left to the default.
 	bigtable := anyOf(not(required("type")), is("type", SinkBigtable))
 	eachMapping := func(s schema) schema { return key("mappings", schema{"items": s}) }
+	var single []schema // the single mapping's keys are set
+	for _, k := range singleMappingKeys {
+		single = append(single, required(strings.TrimPrefix(k, "sink.")))
+	}
+	// A mapping's write_mode and on_missing: "" is the sink's.
+	orEmpty := func(values []string) schema {
+		s := oneOfSchema(values)
+		s["anyOf"] = append(s["anyOf"].([]any), schema{"type": "string", "maxLength": 0})
+		return s
+	}
 	const m = "sink.mappings[i]."
 	return map[string]schema{
 		"sink": {"allOf": rules(
 			// The single mapping or the mappings, not both.
-			[2]schema{anyOf(required("row_key"), required("columns"), required("when"), required("each")),
-				refuse("mappings", "excludes sink.row_key, sink.columns, sink.when and sink.each: set either the mappings or the sink's single mapping")},
+			[2]schema{anyOf(single...),
+				refuse("mappings", "excludes "+strings.Join(singleMappingKeys, ", ")+": set either the mappings or the sink's single mapping")},
 			// A bigtable sink's IDs; its table and family, the sink's or
 			// else each mapping's ("" is not set).
 			[2]schema{bigtable, schema{"properties": schema{
 				"app_profile":   bigtableID("app profile ID, or empty for the instance's default profile", true),
 				"table":         bigtableID("table ID", true),
 				"column_family": bigtableID("column family name", true),
+				// validate says what else it may not be: a mapping's family.
+				"tombstone_family": bigtableID("column family name", false),
 				"mappings": schema{"items": schema{"properties": schema{
 					"table":         bigtableID("table ID", true),
 					"column_family": bigtableID("column family name", true),
@@ -516,23 +553,34 @@ func sinkConstraints() map[string]schema {
 			[2]schema{allOf(bigtable, not(nonEmpty("table"))), eachMapping(nonEmpty("table"))},
 			[2]schema{allOf(bigtable, required("column_family"), key("column_family", schema{"maxLength": 0})), eachMapping(nonEmpty("column_family"))},
 		)},
-		"sink.type":               oneOfSchema(sinkTypes),
-		"sink.row_key":            templateSchema("every message would overwrite one row"),
-		"sink.columns":            {"minProperties": 1},
-		"sink.timestamp":          cellTimeSchema(false),
-		"sink.when":               exprSchema(),
-		"sink.each":               exprSchema(),
-		"sink.mappings":           {"minItems": 1},
-		m[:len(m)-1]:              required("row_key", "columns"),
-		m + "row_key":             templateSchema("every message would overwrite one row"),
-		m + "columns":             {"minProperties": 1},
-		m + "timestamp":           cellTimeSchema(true),
-		m + "when":                exprSchema(),
-		m + "each":                exprSchema(),
-		"sink.max_rows":           intSchema(bound(1), bound(maxRowsPerMessage)),
-		"sink.batch.max_messages": intSchema(bound(1), bound(maxBatchMessages)),
-		"sink.batch.max_bytes":    sizeSchema(true, maxBatchBytes),
-		"sink.batch.max_delay":    durationSchema(positive),
+		"sink.type":                oneOfSchema(sinkTypes),
+		"sink.row_key":             templateSchema("every message would overwrite one row"),
+		"sink.columns":             {"minProperties": 1},
+		"sink.timestamp":           cellTimeSchema(false),
+		"sink.when":                exprSchema(),
+		"sink.each":                exprSchema(),
+		"sink.op":                  opSchema(),
+		"sink.write_mode":          oneOfSchema(writeModes),
+		"sink.on_missing":          oneOfSchema(missingPolicies),
+		"sink.on_missing_columns":  {"additionalProperties": oneOfSchema(missingPolicies)},
+		"sink.delete_columns":      {"minItems": 1},
+		"sink.tombstone_retention": durationSchema(positive), // at least 1h: validate
+		"sink.mappings":            {"minItems": 1},
+		m[:len(m)-1]:               required("row_key", "columns"),
+		m + "row_key":              templateSchema("every message would overwrite one row"),
+		m + "columns":              {"minProperties": 1},
+		m + "timestamp":            cellTimeSchema(true),
+		m + "when":                 exprSchema(),
+		m + "each":                 exprSchema(),
+		m + "op":                   opSchema(),
+		m + "write_mode":           orEmpty(writeModes),
+		m + "on_missing":           orEmpty(missingPolicies),
+		m + "on_missing_columns":   {"additionalProperties": oneOfSchema(missingPolicies)},
+		m + "delete_columns":       {"minItems": 1},
+		"sink.max_rows":            intSchema(bound(1), bound(maxRowsPerMessage)),
+		"sink.batch.max_messages":  intSchema(bound(1), bound(maxBatchMessages)),
+		"sink.batch.max_bytes":     sizeSchema(true, maxBatchBytes),
+		"sink.batch.max_delay":     durationSchema(positive),
 	}
 }
 
@@ -593,7 +641,7 @@ func jsonDefault(v any) (any, bool) {
 	switch x := v.(type) {
 	case string:
 		return x, x != ""
-	case int:
+	case int, bool:
 		return x, true
 	case time.Duration:
 		return formatDuration(x), true

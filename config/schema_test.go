@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -174,6 +175,13 @@ var beyondSchema = map[fixtureKey]string{
 	{"ranges", "pipelines[1].source.stall_timeout"}: magnitude,
 	{"batch", "pipelines[1].sink.batch.max_bytes"}:  magnitude,
 
+	{"changes", "pipelines[0].sink.op"}:                        expressions,
+	{"changes", "pipelines[0].sink.on_missing_columns.Other"}:  comparesValues,
+	{"changes", "pipelines[0].sink.on_missing_columns.amount"}: comparesValues,
+	{"changes", "pipelines[0].sink.tombstone_retention"}:       magnitude,
+	{"changes", "pipelines[2].sink.tombstone_family"}:          comparesValues,
+	{"changes", "pipelines[3].sink.tombstone_family"}:          comparesValues,
+
 	{"templates", "pipelines[0].sink.row_key"}:                     templates,
 	{"templates", "pipelines[0].sink.columns.amount"}:              templates,
 	{"templates", "pipelines[0].sink.columns.ok"}:                  templates,
@@ -194,8 +202,9 @@ var beyondSchema = map[fixtureKey]string{
 const (
 	notYAML         = "not YAML: refused by the YAML parser, before any schema"
 	fromEnvironment = "needs the environment: ${VAR} values and PUBSINK_* overrides (PUBSINK_PROJECT, PUBSINK_STATE_INSTANCE, which sink.instance follows) are known only where pubsink runs"
-	comparesValues  = "compares two values (unique names and subscriptions, a dead-letter topic against the source's, a batch against flow control): JSON Schema compares a value with constants only"
-	magnitude       = "the magnitude of a duration or size written with a unit (1m, 1s, 90MiB): a pattern checks its syntax and sign, not its size"
+	comparesValues  = "compares two values (unique names and subscriptions, a dead-letter topic against the source's, a batch against flow control, a policy's qualifier against the columns, the tombstone family against the mappings' families): JSON Schema compares a value with constants only"
+	magnitude       = "the magnitude of a duration or size written with a unit (1m, 1s, 90MiB, 1h): a pattern checks its syntax and sign, not its size"
+	expressions     = "the expression language: an op that is no operation is an expression, and only a CEL parser knows that a bare word near an operation is none"
 	templates       = "the template language (unknown or unclosed placeholders, empty names, a row key under each that does not read item): the schema checks only that a template has a placeholder"
 )
 
@@ -292,6 +301,14 @@ func TestSchemaPatternsReadAsGoDoes(t *testing.T) {
 				if got := matches(alts[1].(schema)["pattern"].(string), s); got != ok && !(got && positive && lenient[s]) {
 					t.Errorf("%q (positive %v): pattern says %v, Go %v", s, positive, got, ok)
 				}
+			}
+		}
+	})
+	t.Run("booleans written as strings are checkValue's", func(t *testing.T) {
+		for _, s := range []string{"true", "false", "True", "FALSE", " true ", "tRUE", "yes", "on", "1", "t", "", "truefalse", "true false"} {
+			_, ok := checkValue(s, "b", reflect.TypeFor[bool](), &collector{})
+			if got := matches(boolText, s); got != ok {
+				t.Errorf("%q: pattern says %v, Go %v", s, got, ok)
 			}
 		}
 	})

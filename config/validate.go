@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +36,12 @@ const (
 	// A message's rows are written together, never half, so they must fit
 	// in one MutateRows (ApplyBulk) request: at most 100,000 mutations.
 	maxRowsPerMessage = 100_000
+	// A tombstone keeps an older change from bringing back what a delete
+	// deleted for as long as it lives. Under an hour it would not outlive
+	// the changes that merely arrive late: a redelivery after an expired
+	// ack deadline, a batch retried after a Bigtable outage, a dead-letter
+	// replay the same hour.
+	minTombstoneRetention = time.Hour
 )
 
 var (
@@ -60,6 +68,9 @@ var (
 	encodings        = []string{EncodingBinary, EncodingJSON}
 	sinkTypes        = []string{SinkBigtable, SinkStdout}
 	cellTimes        = []string{CellTimeEvent, CellTimePublish}
+	operations       = []string{OpSet, OpDelete, OpDeleteFamily, OpDeleteColumns}
+	writeModes       = []string{WriteUpsert, WriteInsert, WriteReplaceIfNewer}
+	missingPolicies  = []string{MissingDeadLetter, MissingSkip, MissingEmpty, MissingDelete}
 )
 
 // validate checks the decoded, defaulted cfg and reports every problem.
@@ -271,9 +282,13 @@ func (v *validator) sink(at func(string) string, p *Pipeline) {
 			c.add(at("sink.column_family"), "%q is not a Bigtable column family name (letters, digits, _ . -)", k.ColumnFamily)
 		}
 	}
+	// With mappings, the defaults of theirs: checked either way.
+	oneOfNear(c, at("sink.write_mode"), k.WriteMode, nil, writeModes...)
+	oneOfNear(c, at("sink.on_missing"), k.OnMissing, missingAliases, missingPolicies...)
 	if !mappings {
 		v.rowKey(at("sink.row_key"), k.RowKey, k.Each != "", p)
 		columns(c, at("sink.columns"), k.Columns)
+		changeKeys(c, func(key string) string { return at("sink." + key) }, "sink.columns", k.AllMappings()[0])
 	}
 	// With mappings, the default of their timestamps: checked either way.
 	cellTimestamp(c, at("sink.timestamp"), k.Timestamp)
@@ -298,6 +313,20 @@ func (v *validator) sink(at func(string) string, p *Pipeline) {
 		if m.Timestamp != "" { // "": sink.timestamp, checked above
 			cellTimestamp(c, mp("timestamp"), m.Timestamp)
 		}
+		if m.WriteMode != "" { // "": sink.write_mode, checked above
+			oneOfNear(c, mp("write_mode"), m.WriteMode, nil, writeModes...)
+		}
+		if m.OnMissing != "" { // "": sink.on_missing, checked above
+			oneOfNear(c, mp("on_missing"), m.OnMissing, missingAliases, missingPolicies...)
+		}
+		changeKeys(c, mp, "the mapping's columns", m)
+	}
+	if bigtable {
+		v.tombstoneFamily(at, k)
+	}
+	if k.TombstoneRetention < minTombstoneRetention {
+		c.add(at("sink.tombstone_retention"), "must be at least %s, not %s (a delete keeps older changes out only as long as its tombstone lives)",
+			formatDuration(minTombstoneRetention), formatDuration(k.TombstoneRetention))
 	}
 	if k.MaxRows < 1 || k.MaxRows > maxRowsPerMessage {
 		c.add(at("sink.max_rows"), "must be 1 to %d, not %d", maxRowsPerMessage, k.MaxRows)
@@ -320,6 +349,125 @@ func (v *validator) sink(at func(string) string, p *Pipeline) {
 	}
 	if b.MaxDelay <= 0 {
 		c.add(at("sink.batch.max_delay"), "must be positive, not %v", b.MaxDelay)
+	}
+}
+
+// missingAliases are other names for missing-value policies that "did you
+// mean" should know.
+var missingAliases = map[string]string{"dlq": MissingDeadLetter, "ignore": MissingSkip, "omit": MissingSkip, "blank": MissingEmpty}
+
+// changeKeys checks the keys of change mapping m whose paths path gives
+// (the sink's single mapping, or one of sink.mappings; cols names its
+// columns): op, on_missing_columns and delete_columns. An op that is no
+// operation is an expression, which mapping compiles: only a misspelled
+// operation is reported here. An empty op and an empty delete_columns are
+// checkFileKeys'.
+func changeKeys(c *collector, path func(key string) string, cols string, m Mapping) {
+	if m.Op != "" && !slices.Contains(operations, m.Op) {
+		if near := nearOperation(m.Op); near != "" {
+			c.add(path("op"), "%q is not one of %s (nor an expression: it reads no variable); did you mean %s?",
+				m.Op, strings.Join(operations, ", "), near)
+		}
+	}
+	for _, q := range slices.Sorted(maps.Keys(m.OnMissingColumns)) {
+		if q == "" {
+			c.add(path("on_missing_columns"), "a column qualifier must not be empty")
+			continue
+		}
+		qp := path("on_missing_columns." + q)
+		if _, ok := m.Columns[q]; !ok && len(m.Columns) > 0 { // none: columns says so
+			names := slices.Sorted(maps.Keys(m.Columns))
+			if near := nearColumn(q, names); near != "" {
+				c.add(qp, "%q is not one of %s (%s); did you mean %s?", q, cols, strings.Join(names, ", "), near)
+			} else {
+				c.add(qp, "%q is not one of %s (%s)", q, cols, strings.Join(names, ", "))
+			}
+		}
+		oneOfNear(c, qp, m.OnMissingColumns[q], missingAliases, missingPolicies...)
+	}
+	for i, q := range m.DeleteColumns {
+		if q == "" {
+			c.add(path(fmt.Sprintf("delete_columns[%d]", i)), "must not be empty: each is a column qualifier")
+		}
+	}
+}
+
+// nearColumn is the column of names that q is probably a misspelling of:
+// the same but for case, or an edit distance of at most a third of its
+// length; "" if none.
+func nearColumn(q string, names []string) string {
+	for _, n := range names {
+		if strings.EqualFold(q, n) {
+			return n
+		}
+	}
+	for _, n := range names {
+		if editDistance(q, n) <= min(3, max(1, len(n)/3)) {
+			return n
+		}
+	}
+	return ""
+}
+
+// nearOperation is the operation that op, which is none, is a misspelling
+// of, or "" when it may be an expression. It names one only for a bare word
+// (or words joined by -) that is close to an operation, as oneOfNear finds
+// them, and that names none of the variables, types and literals of CEL:
+// CEL reads such a word as an undeclared reference, so it is no expression
+// that mapping could compile either, and refusing it here refuses nothing
+// valid. Anything else is left to mapping, which compiles it.
+func nearOperation(op string) string {
+	word := strings.TrimSpace(op)
+	if !bareWordRE.MatchString(word) {
+		return ""
+	}
+	for _, part := range strings.Split(word, "-") {
+		if celNames[part] {
+			return ""
+		}
+	}
+	return nearValue(strings.ToLower(word), operations)
+}
+
+// bareWordRE is an identifier, or identifiers joined by -.
+var bareWordRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z_][A-Za-z0-9_]*)*$`)
+
+// celNames are the identifiers that a CEL expression of a mapping may name
+// alone: the variables that mapping declares (all of them, item and
+// event_time included), CEL's types and its literals.
+var celNames = map[string]bool{
+	"attributes": true, "data": true, "message_id": true, "publish_time": true, "event_time": true, "item": true,
+	"bool": true, "bytes": true, "double": true, "int": true, "uint": true, "string": true, "list": true, "map": true,
+	"null_type": true, "type": true, "optional_type": true, "dyn": true,
+	"true": true, "false": true, "null": true,
+}
+
+// tombstoneFamily checks the tombstone family of bigtable sink k: a column
+// family name, and not the family of a mapping that writes a table that a
+// change mapping writes (the tombstones would be among its cells, and the
+// family's GC rule would delete them).
+func (v *validator) tombstoneFamily(at func(string) string, k *Sink) {
+	c, path := v.c, at("sink.tombstone_family")
+	switch {
+	case k.TombstoneFamily == "":
+		c.add(path, "must not be empty (leave it out for %s)", defaultTombstoneFamily)
+		return
+	case !bigtableIDRE.MatchString(k.TombstoneFamily):
+		c.add(path, "%q is not a Bigtable column family name (letters, digits, _ . -)", k.TombstoneFamily)
+		return
+	}
+	tables := k.ChangeTables()
+	for j, m := range k.AllMappings() {
+		if m.ColumnFamily != k.TombstoneFamily || !slices.Contains(tables, m.Table) {
+			continue
+		}
+		who := "the sink's mapping"
+		if len(k.Mappings) > 0 {
+			who = fmt.Sprintf("sink.mappings[%d]", j)
+		}
+		c.add(path, "%q is also the column family of %s in table %s, which a change mapping writes: the tombstones need a family of their own",
+			k.TombstoneFamily, who, m.Table)
+		return
 	}
 }
 
@@ -518,8 +666,8 @@ func oneOf(c *collector, path, value string, allowed ...string) bool {
 }
 
 // oneOfNear is oneOf with "did you mean" for a value close to an allowed
-// one: the same but for case, a prefix of it (proto), a misspelling (an
-// edit distance of at most a third of its length), or one of aliases.
+// one: one of aliases, else nearValue's (the same but for case, a prefix
+// of it, the nearest misspelling: Insert is insert, not upsert).
 func oneOfNear(c *collector, path, value string, aliases map[string]string, allowed ...string) bool {
 	for _, a := range allowed {
 		if value == a {
@@ -528,20 +676,38 @@ func oneOfNear(c *collector, path, value string, aliases map[string]string, allo
 	}
 	lower := strings.ToLower(strings.TrimSpace(value))
 	near := aliases[lower]
-	for _, a := range allowed {
-		if near != "" {
-			break
-		}
-		if lower == a || len(lower) >= 3 && strings.HasPrefix(a, lower) ||
-			editDistance(lower, a) <= min(3, max(1, len(a)/3)) {
-			near = a
-		}
+	if near == "" {
+		near = nearValue(lower, allowed)
 	}
 	if near == "" {
 		return oneOf(c, path, value, allowed...)
 	}
 	c.add(path, "%q is not one of %s; did you mean %s?", value, strings.Join(allowed, ", "), near)
 	return false
+}
+
+// nearValue is the value of allowed that lower, a lowercased value that is
+// none of them, is probably a misspelling of: the same (but for case), else
+// the first it is a prefix of (proto), else the nearest within an edit
+// distance of a third of its length; "" if none.
+func nearValue(lower string, allowed []string) string {
+	if slices.Contains(allowed, lower) {
+		return lower
+	}
+	if len(lower) >= 3 {
+		for _, a := range allowed {
+			if strings.HasPrefix(a, lower) {
+				return a
+			}
+		}
+	}
+	best, bestD := "", 0
+	for _, a := range allowed {
+		if d := editDistance(lower, a); d <= min(3, max(1, len(a)/3)) && (best == "" || d < bestD) {
+			best, bestD = a, d
+		}
+	}
+	return best
 }
 
 // checkFileKeys checks what the file itself says of pipeline i (elem, its
@@ -557,9 +723,20 @@ func checkFileKeys(c *collector, i int, elem map[string]any, set func(key string
 			c.add(path, "must not be empty (%s)", emptyExpr[key[strings.LastIndexByte(key, '.')+1:]])
 		}
 	}
-	for _, key := range []string{"filter", "sink.when", "sink.each"} {
+	for _, key := range []string{"filter", "sink.when", "sink.each", "sink.op"} {
 		empty(at(key), elem, key)
 	}
+	// delete_columns: left out, the mapping's columns; set, some.
+	noColumns := func(path string, m map[string]any) {
+		if l, ok := lookup(m, "delete_columns"); ok {
+			if list, _ := l.([]any); len(list) == 0 { // checkValue made it a list
+				c.add(path, "must name at least one column (leave it out for all the mapping's columns)")
+			}
+		}
+	}
+	sink, _ := lookup(elem, "sink")
+	sinkMap, _ := sink.(map[string]any)
+	noColumns(at("sink.delete_columns"), sinkMap)
 	ms, ok := lookup(elem, "sink.mappings")
 	if !ok {
 		return
@@ -569,28 +746,35 @@ func checkFileKeys(c *collector, i int, elem map[string]any, set func(key string
 		c.add(at("sink.mappings"), "must list at least one mapping (leave it out for the single mapping of sink.row_key and sink.columns)")
 	}
 	var single []string
-	for _, key := range []string{"sink.row_key", "sink.columns", "sink.when", "sink.each"} {
+	for _, key := range singleMappingKeys {
 		if set(key) {
 			single = append(single, key)
 		}
 	}
 	if len(single) > 0 {
-		c.add(at("sink.mappings"), "excludes %s: set either the mappings or the sink's single mapping (sink.row_key, sink.columns, sink.when, sink.each), not both",
-			strings.Join(single, " and "))
+		c.add(at("sink.mappings"), "excludes %s: set either the mappings or the sink's single mapping (%s), not both",
+			strings.Join(single, " and "), strings.Join(singleMappingKeys, ", "))
 	}
 	for j, e := range list {
 		m, _ := e.(map[string]any)
-		for _, key := range []string{"when", "each"} {
+		for _, key := range []string{"when", "each", "op"} {
 			empty(at(fmt.Sprintf("sink.mappings[%d].%s", j, key)), m, key)
 		}
+		noColumns(at(fmt.Sprintf("sink.mappings[%d].delete_columns", j)), m)
 	}
 }
+
+// singleMappingKeys are the keys of the sink that only its single mapping
+// has: sink.mappings excludes them. (Its table, column family, timestamp,
+// write mode and missing-value policy are the mappings' defaults.)
+var singleMappingKeys = []string{"sink.row_key", "sink.columns", "sink.when", "sink.each", "sink.op", "sink.on_missing_columns", "sink.delete_columns"}
 
 // emptyExpr says, for each expression key, how to write "none".
 var emptyExpr = map[string]string{
 	"filter": "leave it out to keep every message",
 	"when":   "leave it out to make the rows of every message",
 	"each":   "leave it out for one row per message",
+	"op":     "leave it out for a plain mapping, or write set",
 }
 
 // checkAppProfile reports a profile that is not a Bigtable app profile ID;

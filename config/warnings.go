@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pubsink/pubsink/template"
@@ -11,44 +12,74 @@ import (
 // Warnings lists what in cfg works but is probably a mistake, in file
 // order with their lines in data, the YAML cfg was parsed from (nil: no
 // lines): `validate` prints them and exits 0, `run` logs them at start.
-// Today there is one kind: a row key (the sink's, or a mapping's) that
-// starts with a value that only grows.
+// There are three kinds:
 //
-// Bigtable keeps rows sorted by key and splits a table into tablets by key
-// range. A row key that starts with a timestamp, the message ID (Pub/Sub's
-// IDs increase) or a sequence sends every write to the tablet at the end of
-// the range: one server takes the whole write load, however large the
-// cluster (the classic hotspot).
+//   - A row key (the sink's, or a mapping's) of a bigtable sink that starts
+//     with a value that only grows. Bigtable keeps rows sorted by key and
+//     splits a table into tablets by key range. A row key that starts with
+//     a timestamp, the message ID (Pub/Sub's IDs increase) or a sequence
+//     sends every write to the tablet at the end of the range: one server
+//     takes the whole write load, however large the cluster (the classic
+//     hotspot).
+//   - A mapping's delete_columns beside an op that is an operation other
+//     than delete_columns: nothing reads them.
+//   - A topic that keeps messages longer than the tombstones of a bigtable
+//     sink with a change mapping live: a reprocess from further back can
+//     replay a change older than a delete whose tombstone is gone, and
+//     bring back what the delete deleted.
 func Warnings(cfg *Config, data []byte) Problems {
 	var ws Problems
 	for i, p := range cfg.Pipelines {
-		if p.Sink.Type != SinkBigtable {
-			continue
-		}
+		at := func(key string) string { return fmt.Sprintf("pipelines[%d].%s", i, key) }
 		for j, m := range p.Sink.AllMappings() {
-			path := fmt.Sprintf("pipelines[%d].sink.row_key", i)
+			mp := func(key string) string { return at("sink." + key) }
 			if len(p.Sink.Mappings) > 0 {
-				path = fmt.Sprintf("pipelines[%d].sink.mappings[%d].row_key", i, j)
+				mp = func(key string) string { return at(fmt.Sprintf("sink.mappings[%d].%s", j, key)) }
 			}
-			t, err := template.Compile(m.RowKey)
-			if err != nil {
-				continue // validation reported it
+			if p.Sink.Type == SinkBigtable {
+				if w := hotspot(m, p.Source); w != "" {
+					ws = append(ws, Problem{Path: mp("row_key"), Message: w})
+				}
 			}
-			_, ph, ok := t.Leading()
-			if !ok {
-				continue
+			if len(m.DeleteColumns) > 0 && m.Op != OpDeleteColumns {
+				switch {
+				case m.Op == "":
+					ws = append(ws, Problem{Path: mp("delete_columns"), Message: "op is not set: delete_columns is never used"})
+				case slices.Contains(operations, m.Op):
+					ws = append(ws, Problem{Path: mp("delete_columns"), Message: fmt.Sprintf("op is %s: delete_columns is never used", m.Op)})
+				}
 			}
-			if why := growing(ph, p.Source); why != "" {
-				ws = append(ws, Problem{Path: path, Message: fmt.Sprintf(
-					"%q starts with %s, %s: every write goes to the tablet at the end of the table (a Bigtable hotspot). "+
-						"Put a field that spreads the keys first ({attributes.customer_id}#%s), "+
-						"reverse the time ({event_time:reverse}), or prefix a hash of the key",
-					m.RowKey, ph, why, ph)})
-			}
+		}
+		if r, t := p.Source.TopicMessageRetention, p.Sink.TombstoneRetention; p.Sink.Type == SinkBigtable && r > t && len(p.Sink.ChangeTables()) > 0 {
+			ws = append(ws, Problem{Path: at("source.topic_message_retention"), Message: fmt.Sprintf(
+				"%s is longer than sink.tombstone_retention (%s): a reprocess from further back could replay a change older than a delete whose tombstone is gone, "+
+					"and bring back what the delete deleted. Make sink.tombstone_retention at least %s",
+				formatDuration(r), formatDuration(t), formatDuration(r))})
 		}
 	}
 	ws.locate(keyLines(data))
 	return ws
+}
+
+// hotspot is the warning about the row key of m, when it starts with a
+// value that only grows; "" otherwise.
+func hotspot(m Mapping, src Source) string {
+	t, err := template.Compile(m.RowKey)
+	if err != nil {
+		return "" // validation reported it
+	}
+	_, ph, ok := t.Leading()
+	if !ok {
+		return ""
+	}
+	why := growing(ph, src)
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("%q starts with %s, %s: every write goes to the tablet at the end of the table (a Bigtable hotspot). "+
+		"Put a field that spreads the keys first ({attributes.customer_id}#%s), "+
+		"reverse the time ({event_time:reverse}), or prefix a hash of the key",
+		m.RowKey, ph, why, ph)
 }
 
 // timeOrSequence matches the names of attributes and fields that usually
