@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
 	vkit "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -276,6 +277,9 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if want := pc.Source.Topic; want != "" && topic != a.cfg.TopicName(want) {
 		return nil, fmt.Errorf("subscription %s is attached to %s, but source.topic says %s", src.Subscription(), topic, a.cfg.TopicName(want))
 	}
+	if err := a.checkOrdering(ctx, pc, src.Subscription()); err != nil {
+		return nil, err
+	}
 
 	m := a.metrics.Pipeline(pc.Name)
 	src.SetWatchdogHooks(a.watchdogHooks(m))
@@ -337,6 +341,29 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		return nil, err
 	}
 	return pipeline.New(a.log, pc, deps)
+}
+
+// checkOrdering compares the message ordering of the main subscription sub
+// with source.ordering. Without it, asked for, run refuses the
+// subscription: Pub/Sub cannot add ordering to an existing one. With it,
+// unasked, run says so: the client orders anyway, since it takes the
+// setting from the subscription (the flag each StreamingPull response
+// carries), not from pubsink, and hands the messages of each ordering key
+// over one at a time, each after the previous one's outcome.
+func (a *App) checkOrdering(ctx context.Context, pc config.Pipeline, sub string) error {
+	got, err := a.pubsub.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
+	if err != nil {
+		return fmt.Errorf("get subscription %s: %w", sub, err)
+	}
+	switch ordered := got.GetEnableMessageOrdering(); {
+	case pc.Source.Ordering && !ordered:
+		return fmt.Errorf("subscription %s has no message ordering, and source.ordering is true; Pub/Sub cannot add it to an existing subscription: create one with it (gcloud pubsub subscriptions create NEW --topic=%s --enable-message-ordering) and name it in source.subscription, or set source.ordering to false",
+			sub, got.GetTopic())
+	case !pc.Source.Ordering && ordered:
+		a.log.Info("the subscription has message ordering, which source.ordering does not ask for: the client orders anyway, handing the messages of each ordering key over one at a time, in publish order (set source.ordering to true to say so)",
+			zap.String("pipeline", pc.Name), zap.String("subscription", sub))
+	}
+	return nil
 }
 
 // checkStateTable refuses to start when some pipeline is exactly_once and

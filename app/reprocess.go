@@ -438,11 +438,14 @@ func getSnapshot(ctx context.Context, ps *pubsub.Client, name string) (*pubsubpb
 
 // prepareSubscription creates the run's subscription on the live topic (or
 // finds it, from an attempt that stopped before it was seeked) and seeks it
-// to the range's start.
+// to the range's start. It has the live subscription's ack deadline, retry
+// policy and message ordering: the run's start-up checks hold it to
+// source.ordering as run holds the live one.
 func prepareSubscription(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, rec *reprocess.Record) error {
 	_, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name: rec.Subscription, Topic: liveSub.GetTopic(), AckDeadlineSeconds: liveSub.GetAckDeadlineSeconds(),
-		RetryPolicy: liveSub.GetRetryPolicy(), Labels: map[string]string{"pubsink-reprocess": "true"},
+		RetryPolicy: liveSub.GetRetryPolicy(), EnableMessageOrdering: liveSub.GetEnableMessageOrdering(),
+		Labels: map[string]string{"pubsink-reprocess": "true"},
 	})
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("reprocess: create the run's subscription %s: %w", rec.Subscription, err)

@@ -64,7 +64,11 @@ func Setup(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Adm
 		}
 	}
 	if s.needsState() {
-		if err := s.table(ctx, cfg.State.Instance, cfg.State.Table, state.Families(s.maxWindow())); err != nil {
+		var fams []family
+		for _, f := range state.Families(s.maxWindow()) {
+			fams = append(fams, family{Family: f})
+		}
+		if err := s.table(ctx, cfg.State.Instance, cfg.State.Table, fams); err != nil {
 			errs = append(errs, fmt.Errorf("state table: %w", err))
 		}
 	}
@@ -79,7 +83,7 @@ type setup struct {
 	admins map[string]*bigtable.AdminClient
 }
 
-func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
+func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
 	src := p.Source
 	var topic string
 	if src.Topic != "" {
@@ -88,7 +92,14 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 			return err
 		}
 	}
-	if err := s.subscription(ctx, s.cfg.SubscriptionName(src.Subscription), topic, subSpec{retry: redeliveryPolicy}); err != nil {
+	// A main subscription without the message ordering source.ordering
+	// asks for fails the pipeline, after the rest of it is set up.
+	var unordered error
+	defer func() { err = errors.Join(unordered, err) }()
+	ordering := src.Ordering
+	if err := s.subscription(ctx, s.cfg.SubscriptionName(src.Subscription), topic, subSpec{retry: redeliveryPolicy, ordering: &ordering}); errors.As(err, new(*orderingError)) {
+		unordered = err
+	} else if err != nil {
 		return err
 	}
 	if src.TrackingSubscription != "" {
@@ -111,15 +122,30 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		// Every table the mappings write, with the families they name, in
 		// the order the mappings name them.
 		var tables []string
-		families := map[string][]state.Family{}
+		families := map[string][]family{}
 		for _, m := range p.Sink.AllMappings() {
 			if _, seen := families[m.Table]; !seen {
 				tables = append(tables, m.Table)
 			}
-			f := state.Family{Name: m.ColumnFamily} // no GC rule: every version is kept, so a duplicate write would show
+			f := family{Family: state.Family{Name: m.ColumnFamily}} // no GC rule: every version is kept, so a duplicate write would show
 			if !slices.Contains(families[m.Table], f) {
 				families[m.Table] = append(families[m.Table], f)
 			}
+		}
+		// A table that a change mapping writes holds its tombstones in a
+		// family of their own, collected after sink.tombstone_retention.
+		// (Validation refuses a tombstone family that is a mapping's.)
+		for _, t := range p.Sink.ChangeTables() {
+			if p.Sink.TombstoneFamily == "" || p.Sink.TombstoneRetention <= 0 { // a config built without its defaults: no rule that collects at once
+				return fmt.Errorf("table %s is written by a change mapping, but sink.tombstone_family is %q and sink.tombstone_retention %v", t, p.Sink.TombstoneFamily, p.Sink.TombstoneRetention)
+			}
+			if slices.ContainsFunc(families[t], func(f family) bool { return f.Name == p.Sink.TombstoneFamily }) {
+				continue
+			}
+			families[t] = append(families[t], family{
+				Family:  state.Family{Name: p.Sink.TombstoneFamily, GC: bigtable.MaxAgePolicy(p.Sink.TombstoneRetention)},
+				setting: "sink.tombstone_retention",
+			})
 		}
 		for _, t := range tables {
 			if err := s.table(ctx, p.Sink.Instance, t, families[t]); err != nil {
@@ -128,7 +154,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) error {
 		}
 	}
 	if dl := p.DeadLetter; dl.BigtableTable != "" {
-		fam := []state.Family{{Name: state.FamilyDeadLetter}}
+		fam := []family{{Family: state.Family{Name: state.FamilyDeadLetter}}}
 		if err := s.table(ctx, s.cfg.State.Instance, dl.BigtableTable, fam); err != nil {
 			return err
 		}
@@ -174,20 +200,32 @@ func (s *setup) topic(ctx context.Context, name string, retention time.Duration)
 }
 
 // subSpec is what setup gives a subscription it creates: a retry policy
-// (nil: none) and an ack deadline in seconds (0: ackDeadlineSeconds; set,
-// it is also the longest setup lets an existing one keep without a note).
+// (nil: none), an ack deadline in seconds (0: ackDeadlineSeconds; set, it
+// is also the longest setup lets an existing one keep without a note), and
+// message ordering (nil: none, and an existing one's is not looked at;
+// set, source.ordering of a main subscription, which an existing one's is
+// checked against).
 type subSpec struct {
 	retry       *pubsubpb.RetryPolicy
 	ackDeadline int32
+	ordering    *bool
 }
+
+// orderingError is an existing main subscription without the message
+// ordering that source.ordering asks for, which Pub/Sub cannot add to it
+// and run refuses.
+type orderingError struct{ error }
 
 // subscription creates sub on topic as spec says, or checks that an
 // existing sub is attached to topic; it leaves an existing sub's retry
-// policy and ack deadline as they are, and says when it lacks the policy
-// or has a longer deadline than it would have been given. With no topic
-// configured, sub must exist already.
+// policy, ack deadline and message ordering as they are, and says when it
+// lacks the policy, has a longer deadline than it would have been given or
+// orders messages unasked. An existing sub without the message ordering
+// spec asks for is an *orderingError. With no topic configured, sub must
+// exist already.
 func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpec) error {
 	retry := spec.retry
+	ordering := spec.ordering != nil && *spec.ordering
 	got, err := s.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
 	switch {
 	case err == nil:
@@ -195,6 +233,14 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpe
 			return fmt.Errorf("subscription %s exists but is attached to %s, not %s", sub, got.Topic, topic)
 		}
 		s.say("subscription %s exists", sub)
+		var unordered error
+		if spec.ordering != nil && got.EnableMessageOrdering != ordering {
+			if ordering {
+				unordered = &orderingError{fmt.Errorf("subscription %s has no message ordering, and source.ordering is true (run refuses it); Pub/Sub cannot add ordering to an existing subscription: create a new one, gcloud pubsub subscriptions create NEW --topic=%s --enable-message-ordering, and name it in source.subscription, or set source.ordering to false", sub, got.Topic)}
+			} else {
+				s.say("  note: it has message ordering, which source.ordering does not ask for: the client hands the messages of each ordering key over one at a time, in publish order; setup changes nothing (set source.ordering to true to say so, or create a subscription without --enable-message-ordering)")
+			}
+		}
 		if retry != nil && got.RetryPolicy == nil {
 			s.say("  note: it has no retry policy, so a nacked message comes back at once; pubsink's is a backoff of %v to %v (docs/reference.md, \"What setup creates\")",
 				retry.MinimumBackoff.AsDuration(), retry.MaximumBackoff.AsDuration())
@@ -203,7 +249,7 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpe
 			s.say("  note: its ack deadline is %d s; after a failed pull, a restart or a new leader the watermark holds that long, where %d s would do (gcloud pubsub subscriptions update %s --ack-deadline=%d)",
 				got.AckDeadlineSeconds, spec.ackDeadline, sub, spec.ackDeadline)
 		}
-		return nil
+		return unordered
 	case status.Code(err) != codes.NotFound:
 		return fmt.Errorf("get subscription %s: %w", sub, err)
 	case topic == "":
@@ -214,20 +260,33 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpe
 		deadline = ackDeadlineSeconds
 	}
 	_, err = s.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name:               sub,
-		Topic:              topic,
-		AckDeadlineSeconds: deadline,
-		RetryPolicy:        retry,
+		Name:                  sub,
+		Topic:                 topic,
+		AckDeadlineSeconds:    deadline,
+		RetryPolicy:           retry,
+		EnableMessageOrdering: ordering,
 	})
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("create subscription %s: %w", sub, err)
 	}
-	s.say("created subscription %s on %s", sub, topic)
+	if ordering {
+		s.say("created subscription %s on %s (message ordering)", sub, topic)
+	} else {
+		s.say("created subscription %s on %s", sub, topic)
+	}
 	return nil
 }
 
+// family is a column family setup creates. setting, when set, names the
+// key of its max-age rule: an existing family whose rule is not a max age
+// is then reported (and left as it is).
+type family struct {
+	state.Family
+	setting string
+}
+
 // table creates table with families, or adds the families it lacks.
-func (s *setup) table(ctx context.Context, instance, table string, families []state.Family) error {
+func (s *setup) table(ctx context.Context, instance, table string, families []family) error {
 	ac, err := s.adminFor(ctx, instance)
 	if err != nil {
 		return err
@@ -259,17 +318,24 @@ func (s *setup) table(ctx context.Context, instance, table string, families []st
 				return fmt.Errorf("set GC rule of %s:%s: %w", table, f.Name, err)
 			}
 		}
-		s.say("created column family %s:%s", table, f.Name)
+		if f.setting != "" {
+			s.say("created column family %s:%s (GC rule %s)", table, f.Name, f.GC)
+		} else {
+			s.say("created column family %s:%s", table, f.Name)
+		}
 	}
 	return nil
 }
 
 // widen lengthens the max-age rule of an existing family to f's when f's
 // is longer: a dedupe window lengthened after setup ran must not be cut
-// short by the catalog's garbage collection. A shorter rule wanted is left
-// alone (the records it would drop early are still read as within their
-// window until they expire), and so is a rule that is not a max age.
-func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table string, info *bigtable.TableInfo, f state.Family) error {
+// short by the catalog's garbage collection, nor a longer
+// sink.tombstone_retention by the tombstones'. A shorter rule wanted is
+// left alone (the records it would drop early are still read as within
+// their window until they expire; tombstones kept longer only cover
+// longer), and so is a rule that is not a max age, which is reported for a
+// family with a setting.
+func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table string, info *bigtable.TableInfo, f family) error {
 	want, ok := state.MaxAge(f.GC)
 	if !ok {
 		return nil
@@ -279,6 +345,15 @@ func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table strin
 			continue
 		}
 		have, ok := state.MaxAge(fi.FullGCPolicy)
+		if !ok && f.setting != "" {
+			rule := "it has no GC rule"
+			if r := fi.FullGCPolicy.String(); r != "" {
+				rule = "its GC rule is " + r + ", not a max age"
+			}
+			s.say("column family %s:%s exists\n  note: %s; setup leaves it as it is (%s asks for %s: the tombstones of deletes must outlive any older change that can still arrive)",
+				table, f.Name, rule, f.setting, f.GC)
+			return nil
+		}
 		if !ok || have >= want {
 			return nil
 		}

@@ -261,3 +261,257 @@ func TestSetupWidensTheCatalogGCRule(t *testing.T) {
 	}
 	t.Fatalf("no catalog family in %+v", info.FamilyInfos)
 }
+
+// changeYAML has a pipeline whose sink writes two tables: orders, by a
+// plain mapping, and order_changes, by a change mapping (its write mode,
+// set in the test).
+const changeYAML = `
+project: p
+state: {instance: i}
+pipelines:
+  - name: orders
+    mode: at_least_once
+    source: {topic: orders, subscription: orders-sub}
+    sink:
+      mappings:
+        - {table: orders, row_key: "{message_id}", columns: {v: "{data}"}}
+        - {table: order_changes, row_key: "{message_id}", columns: {v: "{data}"}}
+`
+
+// changeConfig is changeYAML with its second mapping a change mapping
+// (replace_if_newer), tombstones kept for retention (0: the default).
+func changeConfig(t *testing.T, retention time.Duration) *config.Config {
+	t.Helper()
+	cfg := parse(t, changeYAML)
+	sink := &cfg.Pipelines[0].Sink
+	sink.Mappings[1].WriteMode = config.WriteReplaceIfNewer
+	if retention != 0 {
+		sink.TombstoneRetention = retention
+	}
+	if got := sink.ChangeTables(); len(got) != 1 || got[0] != "order_changes" {
+		t.Fatalf("change tables %v; want [order_changes]", got)
+	}
+	return cfg
+}
+
+// familyRule returns the GC rule of table's family fam, and whether the
+// family exists.
+func familyRule(t *testing.T, ac *bigtable.AdminClient, table, fam string) (bigtable.GCPolicy, bool) {
+	t.Helper()
+	info, err := ac.TableInfo(context.Background(), table)
+	if err != nil {
+		t.Fatalf("table %s: %v", table, err)
+	}
+	for _, fi := range info.FamilyInfos {
+		if fi.Name == fam {
+			return fi.FullGCPolicy, true
+		}
+	}
+	return nil, false
+}
+
+// TestSetupGivesTheTablesOfChangeMappingsATombstoneFamily: a table that a
+// change mapping writes gets the family sink.tombstone_family, with the
+// max-age rule sink.tombstone_retention, when setup creates the table and
+// when it exists already; a table only plain mappings write gets none; the
+// mappings' own family keeps no GC rule.
+func TestSetupGivesTheTablesOfChangeMappingsATombstoneFamily(t *testing.T) {
+	ctx := context.Background()
+	for _, existing := range []bool{false, true} {
+		f := newFakes(t)
+		ac := stateAdmin(t, f)
+		if existing {
+			if err := ac.CreateTable(ctx, "order_changes"); err != nil {
+				t.Fatal(err)
+			}
+			if err := ac.CreateColumnFamily(ctx, "order_changes", "d"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := changeConfig(t, 48*time.Hour)
+		var out bytes.Buffer
+		if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
+			t.Fatalf("setup: %v\n%s", err, out.String())
+		}
+		if gc, ok := familyRule(t, ac, "order_changes", "tombstone"); !ok || gc.String() != bigtable.MaxAgePolicy(48*time.Hour).String() {
+			t.Errorf("existing table %v: order_changes:tombstone has rule %v (exists: %v); want max age 48h\n%s", existing, gc, ok, out.String())
+		}
+		if !strings.Contains(out.String(), "created column family order_changes:tombstone (GC rule age() > 2d)\n") {
+			t.Errorf("existing table %v: setup did not report the tombstone family:\n%s", existing, out.String())
+		}
+		for _, table := range []string{"orders", "order_changes"} {
+			if gc, ok := familyRule(t, ac, table, "d"); !ok || gc.String() != "" {
+				t.Errorf("%s:d has rule %q (exists: %v); want no GC rule", table, gc, ok)
+			}
+		}
+		if _, ok := familyRule(t, ac, "orders", "tombstone"); ok {
+			t.Error("orders, which no change mapping writes, got a tombstone family")
+		}
+		var again bytes.Buffer
+		if err := Setup(ctx, cfg, f.ps, f.admin, &again); err != nil {
+			t.Fatalf("second setup: %v", err)
+		}
+		if strings.Contains(again.String(), "created") || strings.Contains(again.String(), "note") || strings.Contains(again.String(), "widened") {
+			t.Errorf("the second run changed or noted something:\n%s", again.String())
+		}
+	}
+}
+
+// TestSetupWidensTheTombstoneRuleAndReportsAnother: an existing tombstone
+// family whose max age is shorter than sink.tombstone_retention is widened,
+// never narrowed; one with a rule of another kind, or none, is reported and
+// left as it is.
+func TestSetupWidensTheTombstoneRuleAndReportsAnother(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	ac := stateAdmin(t, f)
+	if err := ac.CreateTable(ctx, "order_changes"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.CreateColumnFamily(ctx, "order_changes", "tombstone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.SetGCPolicy(ctx, "order_changes", "tombstone", bigtable.MaxAgePolicy(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, retention := range []time.Duration{0, 24 * time.Hour} { // the default (168h), then shorter
+		out.Reset()
+		if err := Setup(ctx, changeConfig(t, retention), f.ps, f.admin, &out); err != nil {
+			t.Fatalf("setup: %v\n%s", err, out.String())
+		}
+		if retention == 0 && !strings.Contains(out.String(), "widened the GC rule of order_changes:tombstone from age() > 1h to age() > 7d\n") {
+			t.Errorf("setup did not report the widening:\n%s", out.String())
+		}
+		if gc, _ := familyRule(t, ac, "order_changes", "tombstone"); gc.String() != bigtable.MaxAgePolicy(168*time.Hour).String() {
+			t.Errorf("after setup with retention %v: tombstone rule %v; want widened to 7d, never narrowed\n%s", retention, gc, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "widened") || strings.Contains(out.String(), "note") {
+		t.Errorf("a shorter retention changed or noted something:\n%s", out.String())
+	}
+
+	for _, c := range []struct {
+		rule bigtable.GCPolicy
+		note string
+	}{
+		{bigtable.MaxVersionsPolicy(1), "its GC rule is versions() > 1, not a max age; setup leaves it as it is (sink.tombstone_retention asks for age() > 7d"},
+		{nil, "it has no GC rule; setup leaves it as it is (sink.tombstone_retention asks for age() > 7d"},
+	} {
+		f := newFakes(t)
+		ac := stateAdmin(t, f)
+		if err := ac.CreateTable(ctx, "order_changes"); err != nil {
+			t.Fatal(err)
+		}
+		if err := ac.CreateColumnFamily(ctx, "order_changes", "tombstone"); err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if c.rule != nil {
+			if err := ac.SetGCPolicy(ctx, "order_changes", "tombstone", c.rule); err != nil {
+				t.Fatal(err)
+			}
+			want = c.rule.String()
+		}
+		var out bytes.Buffer
+		if err := Setup(ctx, changeConfig(t, 0), f.ps, f.admin, &out); err != nil {
+			t.Fatalf("setup: %v\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "column family order_changes:tombstone exists\n  note: "+c.note) {
+			t.Errorf("rule %q: setup did not report it:\n%s", want, out.String())
+		}
+		if gc, _ := familyRule(t, ac, "order_changes", "tombstone"); gc.String() != want {
+			t.Errorf("setup changed the rule %q to %q", want, gc)
+		}
+	}
+}
+
+// TestSetupCreatesTheSubscriptionWithMessageOrdering: the main
+// subscription of a pipeline with source.ordering gets message ordering;
+// its tracking and dead-letter subscriptions, and the main subscription of
+// a pipeline without it, do not.
+func TestSetupCreatesTheSubscriptionWithMessageOrdering(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	stateAdmin(t, f)
+	cfg, err := config.Parse([]byte(setupYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Pipelines[0].Source.Ordering = true
+	var out bytes.Buffer
+	if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
+	for sub, want := range map[string]bool{"orders-sub": true, "orders-tracking": false, "orders-dlq-replay": false, "clicks-sub": false} {
+		got, err := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/" + sub})
+		if err != nil || got.EnableMessageOrdering != want {
+			t.Errorf("subscription %s: message ordering %v (%v); want %v", sub, got.GetEnableMessageOrdering(), err, want)
+		}
+	}
+	if !strings.Contains(out.String(), "created subscription projects/p/subscriptions/orders-sub on projects/p/topics/orders (message ordering)\n") {
+		t.Errorf("setup did not say the subscription orders messages:\n%s", out.String())
+	}
+	var again bytes.Buffer
+	if err := Setup(ctx, cfg, f.ps, f.admin, &again); err != nil || strings.Contains(again.String(), "note") {
+		t.Errorf("second setup = %v, with a note where the subscriptions match:\n%s", err, again.String())
+	}
+}
+
+// TestSetupReportsAnExistingSubscriptionWhoseOrderingDiffers: Pub/Sub
+// cannot change a subscription's message ordering, so setup changes
+// nothing. A subscription without the ordering source.ordering asks for is
+// an error (run would refuse it) naming the fix, after the rest is set up;
+// one that orders unasked is a note.
+func TestSetupReportsAnExistingSubscriptionWhoseOrderingDiffers(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	ac := stateAdmin(t, f)
+	cfg, err := config.Parse([]byte(setupYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Pipelines[0].Source.Ordering = true
+	for _, s := range []struct {
+		topic, sub string
+		ordering   bool
+	}{{"orders", "orders-sub", false}, {"clicks", "clicks-sub", true}} {
+		topic := "projects/p/topics/" + s.topic
+		if _, err := f.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: "projects/p/subscriptions/" + s.sub, Topic: topic, EnableMessageOrdering: s.ordering}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	err = Setup(ctx, cfg, f.ps, f.admin, &out)
+	for _, want := range []string{
+		"pipeline orders: subscription projects/p/subscriptions/orders-sub has no message ordering, and source.ordering is true (run refuses it)",
+		"gcloud pubsub subscriptions create NEW --topic=projects/p/topics/orders --enable-message-ordering",
+		"or set source.ordering to false",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("setup = %v; want it to say %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "clicks") {
+		t.Errorf("setup = %v; the clicks pipeline's subscription orders unasked, which is no error", err)
+	}
+	if !strings.Contains(out.String(), "subscription projects/p/subscriptions/clicks-sub exists\n  note: it has message ordering, which source.ordering does not ask for") {
+		t.Errorf("setup did not note the subscription that orders unasked:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "orders-sub exists\n  note: it has no retry policy") {
+		t.Errorf("the ordering error left out the subscription's other notes:\n%s", out.String())
+	}
+	// The rest of the failing pipeline was set up; nothing was changed.
+	if _, err := ac.TableInfo(ctx, "orders"); err != nil {
+		t.Errorf("the orders pipeline's table was not created: %v", err)
+	}
+	for sub, want := range map[string]bool{"orders-sub": false, "clicks-sub": true} {
+		got, _ := f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/p/subscriptions/" + sub})
+		if got.GetEnableMessageOrdering() != want {
+			t.Errorf("setup changed the message ordering of %s", sub)
+		}
+	}
+}
