@@ -22,11 +22,13 @@ import (
 
 // The status page at /: server-rendered HTML (html/template, no script, no
 // build step) that reloads itself every pageRefresh. It shows what /status
-// has, for a person: per pipeline its state, rates and counts, watermark
-// and lag, dedupe figures, dead letters by reason, members and leader, and
-// its last warnings and errors; and charts of its last historySpan (the
-// rates of its outcomes, its watermark lag, the age of its oldest message
-// in flight), drawn from the history a sampler keeps (see history).
+// has, for a person: per pipeline its state, rates and counts (with a line
+// of its changes, deletes, superseded rows and cells and missing values,
+// when it has any), watermark and lag, dedupe figures, dead letters by
+// reason, members and leader, and its last warnings and errors; and charts
+// of its last historySpan (the rates of its outcomes, its watermark lag,
+// the age of its oldest message in flight), drawn from the history a
+// sampler keeps (see history).
 
 //go:embed page.html
 var pageHTML string
@@ -156,11 +158,43 @@ type pipelineView struct {
 	Watermark         *time.Time
 	Lag               float64 // seconds, when Watermark is set
 	DeadLetteredTotal int64
+	// Changes are the counts of the changes line, those that are not 0:
+	// none, and no line, for a pipeline without change activity.
+	Changes []changeCount
+}
+
+// changeCount is one count of a pipeline's changes line.
+type changeCount struct {
+	Label string
+	Count int64
 }
 
 type rates struct {
 	Over                                                  time.Duration
 	Received, Committed, Duplicate, DeadLettered, Retried float64 // per second
+}
+
+// changesOf is a pipeline's changes line (those of its counts that are
+// not 0): the rows of its delete operations, the set rows superseded and
+// their cells, the missing values by policy.
+func changesOf(st pipeline.Status) []changeCount {
+	var deletes, superseded int64
+	for op, c := range st.Operations {
+		if op != "set" {
+			deletes += c.Applied + c.Superseded
+		}
+		superseded += c.Superseded
+	}
+	var out []changeCount
+	for _, c := range []changeCount{
+		{"deletes", deletes}, {"superseded rows", superseded}, {"superseded cells", st.CellsSuperseded},
+		{"missing skipped", st.MissingValues.Skip}, {"missing empty", st.MissingValues.Empty}, {"missing deleted", st.MissingValues.Delete},
+	} {
+		if c.Count != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 type reasonCount struct {
@@ -195,7 +229,7 @@ func (pg *page) data(ctx context.Context) pageData {
 	}
 	for _, p := range a.Pipelines() {
 		st := p.Status()
-		v := pipelineView{Status: st, State: "running", Watermark: st.Watermark, DeadLetteredTotal: countsOf(st).deadLettered}
+		v := pipelineView{Status: st, State: "running", Watermark: st.Watermark, DeadLetteredTotal: countsOf(st).deadLettered, Changes: changesOf(st)}
 		if st.WatermarkLagSeconds != nil {
 			v.Lag = *st.WatermarkLagSeconds
 		}

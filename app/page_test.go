@@ -89,6 +89,19 @@ func startPageApp(t *testing.T) (*App, string) {
 	return a, "http://" + a.Addr()
 }
 
+// makeChanges gives the pipeline called name of a's the counts of a change
+// mapping's activity (made up: the fakes run plain mappings), and returns
+// the changes line the page shows for them.
+func makeChanges(a *App, name string) string {
+	m := a.Metrics().Pipeline(name)
+	m.RowOperations("delete", "applied").Add(10)
+	m.RowOperations("delete_family", "applied").Add(2)
+	m.RowOperations("set", "superseded").Add(3)
+	m.CellsSuperseded.Add(7)
+	m.MissingValues("skip").Add(5)
+	return `<div class="changes">changes: deletes 12 · superseded rows 3 · superseded cells 7 · missing skipped 5</div>`
+}
+
 // getPage returns the body of GET url, failing unless it is 200 HTML.
 func getPage(t *testing.T, url string) string {
 	t.Helper()
@@ -215,6 +228,16 @@ func TestStatusPage(t *testing.T) {
 	if r, err := http.Get(base + "/nope"); err != nil || r.StatusCode != 404 {
 		t.Errorf("GET /nope: %v %v, want 404", r.StatusCode, err)
 	}
+	if strings.Contains(page, `class="changes"`) {
+		t.Errorf("a pipeline without change activity has a changes line:\n%s", page)
+	}
+	t.Run("a pipeline with change activity has a changes line", func(t *testing.T) {
+		line := makeChanges(a, "orders")
+		page := getPage(t, base+"/")
+		if !strings.Contains(section(page, "orders"), line) || strings.Contains(section(page, "clicks"), `class="changes"`) {
+			t.Errorf("want orders' changes line %s, and none for clicks:\n%s", line, page)
+		}
+	})
 
 	// The sampler ran from the start; the test's samples replace its own.
 	a.page.stop()
@@ -347,7 +370,8 @@ func TestPageHistoryIsBounded(t *testing.T) {
 // chromium; CI installs it) 1280 pixels wide: it renders, names every
 // pipeline, has each pipeline's charts as SVG with their lines (the
 // history seeded by seedHistory), shows a reprocess's run and progress
-// when the process is one, and its screenshot is a real image.
+// when the process is one, and a pipeline's changes line when it has
+// change activity, and its screenshot is a real image.
 func TestStatusPageInChromium(t *testing.T) {
 	browser := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -386,7 +410,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	gate := reprocess.NewGate(from, from.Add(time.Hour), nil)
 	a.opts.reprocess = &reprocessRun{live: "orders", gate: gate, record: &reprocess.Record{Name: "orders~r20261203t061500z",
 		Subscription: "projects/p/subscriptions/orders-sub-reprocess", RestorePoint: "projects/p/snapshots/orders-sub-restore-20261203t061500z"}}
+	changes := makeChanges(a, "orders") // and none for clicks
 	dom := string(chrome("--dump-dom", base+"/"))
+	if !strings.Contains(section(dom, "orders"), changes) || strings.Contains(section(dom, "clicks"), `class="changes"`) {
+		t.Errorf("Chromium's DOM lacks orders' changes line %s, or has one for clicks:\n%s", changes, dom)
+	}
 	for _, want := range []string{"pipeline-orders", "pipeline-clicks", "committed", "invalid_payload",
 		`id="reprocess"`, "reprocess orders~r20261203t061500z", "of orders", "<progress", "0 messages done (0% of the range", "orders-sub-restore-20261203t061500z"} {
 		if !strings.Contains(dom, want) {

@@ -32,6 +32,7 @@ type Pipeline struct {
 	inFlight *inFlight
 	stages   stageObservers
 	sampler  stageSampler
+	changes  changeCounters
 	// stopMembers ends the membership's renewals that Run started and
 	// waits for them; Close calls it.
 	stopMembers func()
@@ -60,6 +61,7 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 		dlWait:   deps.DeadLetterWait,
 		inFlight: newInFlight(),
 		sampler:  stageSampler{every: stageSampleEvery},
+		changes:  newChangeCounters(cfg, deps.Metrics),
 	}
 	if p.dlWait <= 0 {
 		p.dlWait = DefaultDeadLetterWait
@@ -434,6 +436,7 @@ func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out
 			mt.Resumed.Inc()
 		}
 		mt.Rows.Add(float64(len(r.Rows)))
+		p.changes.count(&r.Result)
 		mt.CommitLatency.Observe(time.Since(m.PublishTime).Seconds())
 	case Duplicate:
 		mt.Duplicate.Inc()

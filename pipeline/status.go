@@ -8,6 +8,7 @@ import (
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/mapping"
 	"github.com/pubsink/pubsink/members"
+	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/watermark"
 )
 
@@ -33,6 +34,15 @@ type Status struct {
 	Rows     int64 `json:"rows"`
 	Retried  int64 `json:"retried"`
 	InFlight int64 `json:"in_flight"`
+	// Operations counts the rows committed messages made by operation
+	// (set, delete, delete_family, delete_columns, every one present) and
+	// result (pubsink_row_operations_total): the sum is Rows.
+	// MissingValues counts their columns whose value was missing, by
+	// policy; CellsSuperseded the cells of their set rows that a newer cell
+	// or a tombstone kept out.
+	Operations      map[string]OperationCounts `json:"operations"`
+	MissingValues   MissingValues              `json:"missing_values"`
+	CellsSuperseded int64                      `json:"cells_superseded"`
 	// StreamReopens counts the watchdog's reopens of the streams of the
 	// pipeline's subscriptions (pubsink_source_stream_reopens_total);
 	// Stalled is the reason the process is unhealthy, when a reopen did not
@@ -61,6 +71,20 @@ type Status struct {
 	Tracker *watermark.Stats `json:"tracker,omitempty"`
 }
 
+// OperationCounts are the rows of one operation, by result.
+type OperationCounts struct {
+	Applied    int64 `json:"applied"`
+	Superseded int64 `json:"superseded"`
+}
+
+// MissingValues are the columns whose value was missing, by the policy
+// that applied.
+type MissingValues struct {
+	Skip   int64 `json:"skip"`
+	Empty  int64 `json:"empty"`
+	Delete int64 `json:"delete"`
+}
+
 // Status reports the pipeline's counts and times. The counts are read from
 // the same counters /metrics exports, so the two always agree.
 func (p *Pipeline) Status() Status {
@@ -83,6 +107,20 @@ func (p *Pipeline) Status() Status {
 		DeadLettered: map[string]int64{},
 
 		StreamReopens: int64(metrics.Value(m.StreamReopens)),
+
+		Operations: make(map[string]OperationCounts, numOps),
+		MissingValues: MissingValues{
+			Skip:   int64(metrics.Value(p.changes.missing[missingSkip])),
+			Empty:  int64(metrics.Value(p.changes.missing[missingEmpty])),
+			Delete: int64(metrics.Value(p.changes.missing[missingDelete])),
+		},
+		CellsSuperseded: int64(metrics.Value(p.changes.cells)),
+	}
+	for op, c := range p.changes.ops {
+		s.Operations[sinks.Op(op).String()] = OperationCounts{
+			Applied:    int64(metrics.Value(c[applied])),
+			Superseded: int64(metrics.Value(c[superseded])),
+		}
 	}
 	if err := p.Stalled(); err != nil {
 		s.Stalled = err.Error()

@@ -27,6 +27,9 @@ type Metrics struct {
 	filtered      *prometheus.CounterVec
 	resumed       *prometheus.CounterVec
 	rows          *prometheus.CounterVec
+	rowOps        *prometheus.CounterVec
+	missing       *prometheus.CounterVec
+	superseded    *prometheus.CounterVec
 	retried       *prometheus.CounterVec
 	inFlight      *prometheus.GaugeVec
 	dlErrors      *prometheus.CounterVec
@@ -94,6 +97,9 @@ func New() *Metrics {
 		filtered:      counter("pubsink_messages_filtered_total", "Messages acked unwritten because the pipeline's filter was false for them.", pl...),
 		resumed:       counter("pubsink_messages_resumed_total", "Committed messages whose dedupe key an earlier delivery of the same message had claimed (a redelivery after a crash, a nack, a lost ack or a paused replica): their rows were written again, the same cells. Included in committed; committed minus resumed counts each key once.", pl...),
 		rows:          counter("pubsink_rows_committed_total", "Rows written by committed messages (a message makes none, one or many).", pl...),
+		rowOps:        counter("pubsink_row_operations_total", "Rows written by committed messages, by operation (set, delete, delete_family, delete_columns) and result: applied, or superseded (nothing of a set row was set: the row held a newer change, a tombstone covered it, or an earlier insert was there). A plain mapping's rows are set, applied. The sum is pubsink_rows_committed_total.", "pipeline", "operation", "result"),
+		missing:       counter("pubsink_missing_values_total", "Columns of committed messages' rows whose value was missing, by the missing-value policy that applied (skip, empty, delete).", "pipeline", "policy"),
+		superseded:    counter("pubsink_cells_superseded_total", "Cells of committed messages' set rows that were not written because the row held a newer cell or a tombstone covered them.", pl...),
 		retried:       counter("pubsink_messages_retried_total", "Deliveries nacked for redelivery because their outcome could not be made durable (shutdown, or a failing dead-letter output).", pl...),
 		sinkErrors:    counter("pubsink_sink_write_errors_total", "Rows a sink write did not write, by the gRPC code of the last failure (a failed call counts each of its rows).", "pipeline", "code"),
 		lookups:       counter("pubsink_dedupe_catalog_lookups_total", "Dedupe keys confirmed against the durable catalog because the Bloom filters said maybe.", pl...),
@@ -169,6 +175,10 @@ type Pipeline struct {
 	// StreamReopens counts the watchdog's reopens of the streams of the
 	// pipeline's subscriptions (package source).
 	StreamReopens prometheus.Counter
+	// CellsSuperseded counts the cells of committed set rows that a newer
+	// cell or a tombstone kept from being written (RowOperations and
+	// MissingValues are the other counts of changes).
+	CellsSuperseded prometheus.Counter
 
 	name         string
 	times        *timeCollector
@@ -177,6 +187,8 @@ type Pipeline struct {
 	dlErrors     *prometheus.CounterVec
 	stages       prometheus.ObserverVec
 	tracking     *prometheus.CounterVec
+	rowOps       *prometheus.CounterVec
+	missing      *prometheus.CounterVec
 }
 
 // trackingMethods are the calls the tracking subscription's reader makes,
@@ -184,10 +196,32 @@ type Pipeline struct {
 // exists from the start, at 0, so that a rate over it is defined.
 var trackingMethods = []string{"Pull", "Acknowledge", "ModifyAckDeadline"}
 
+// The values of the labels of the counts of changes, each series exported
+// at 0 from the start so that a rate over it is defined.
+var (
+	// Operations are pubsink_row_operations_total's operation label: the
+	// names of sinks.Op, in its order.
+	Operations = []string{"set", "delete", "delete_family", "delete_columns"}
+	// OperationResults are its result label: applied or superseded
+	// (sinks.Applied).
+	OperationResults = []string{"applied", "superseded"}
+	// MissingPolicies are pubsink_missing_values_total's policy label: the
+	// missing-value policies that write the message (mapping.Missing).
+	MissingPolicies = []string{"skip", "empty", "delete"}
+)
+
 // Pipeline returns the metrics of the pipeline called name.
 func (m *Metrics) Pipeline(name string) *Pipeline {
 	for _, method := range trackingMethods {
 		m.trackingErrors.WithLabelValues(name, method)
+	}
+	for _, op := range Operations {
+		for _, result := range OperationResults {
+			m.rowOps.WithLabelValues(name, op, result)
+		}
+	}
+	for _, policy := range MissingPolicies {
+		m.missing.WithLabelValues(name, policy)
 	}
 	return &Pipeline{
 		Received:         m.received.WithLabelValues(name),
@@ -198,6 +232,7 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		Filtered:         m.filtered.WithLabelValues(name),
 		Resumed:          m.resumed.WithLabelValues(name),
 		Rows:             m.rows.WithLabelValues(name),
+		CellsSuperseded:  m.superseded.WithLabelValues(name),
 		Retried:          m.retried.WithLabelValues(name),
 		InFlight:         m.inFlight.WithLabelValues(name),
 		SinkWrite:        m.sinkWrite.WithLabelValues(name),
@@ -223,12 +258,27 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		deadLettered:     m.deadLettered.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		sinkErrors:       m.sinkErrors.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		stages:           m.stages.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		rowOps:           m.rowOps.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		missing:          m.missing.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
 
 // DeadLettered is the counter of dead-lettered messages for one reason.
 func (p *Pipeline) DeadLettered(reason string) prometheus.Counter {
 	return p.deadLettered.WithLabelValues(reason)
+}
+
+// RowOperations is the counter of committed rows of one operation (one of
+// Operations) with one result (one of OperationResults). The pipeline
+// resolves each once, not per message.
+func (p *Pipeline) RowOperations(operation, result string) prometheus.Counter {
+	return p.rowOps.WithLabelValues(operation, result)
+}
+
+// MissingValues is the counter of missing values of committed messages'
+// columns under one policy (one of MissingPolicies).
+func (p *Pipeline) MissingValues(policy string) prometheus.Counter {
+	return p.missing.WithLabelValues(policy)
 }
 
 // Stage is the histogram of pubsink_stage_seconds for one stage of the

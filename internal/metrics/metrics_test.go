@@ -89,3 +89,32 @@ func TestBucketsAreReadable(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeCountsAreExportedAtZero: a pipeline's counts of changes exist
+// from the start, every operation with every result and every policy, so
+// that a rate over them is defined before the first change.
+func TestChangeCountsAreExportedAtZero(t *testing.T) {
+	m := New()
+	p := m.Pipeline("orders")
+	for name, want := range map[string]int{
+		"pubsink_row_operations_total":   len(Operations) * len(OperationResults), // 4 × 2
+		"pubsink_missing_values_total":   len(MissingPolicies),                    // 3
+		"pubsink_cells_superseded_total": 1,
+	} {
+		if n, err := testutil.GatherAndCount(m.Registry, name); err != nil || n != want {
+			t.Errorf("%s: %d series, %v; want %d", name, n, err, want)
+		}
+	}
+	if len(Operations) != 4 || len(OperationResults) != 2 || len(MissingPolicies) != 3 {
+		t.Errorf("operations %q, results %q, policies %q", Operations, OperationResults, MissingPolicies)
+	}
+	p.RowOperations("delete", "applied").Add(2)
+	p.MissingValues("skip").Inc()
+	p.CellsSuperseded.Add(3)
+	if Value(p.RowOperations("delete", "applied")) != 2 || Value(p.MissingValues("skip")) != 1 || Value(p.CellsSuperseded) != 3 {
+		t.Error("the counters do not count")
+	}
+	if n, _ := testutil.GatherAndCount(m.Registry, "pubsink_row_operations_total"); n != 8 {
+		t.Errorf("counting made %d series of pubsink_row_operations_total, want the 8 there from the start", n)
+	}
+}
