@@ -32,8 +32,39 @@
 //     read, so that a heartbeat without them is filtered, not refused.
 //  4. Event time and dedupe key: attributes, or templates over the payload.
 //  5. Each mapping in order: when, then one row, or one per element of each
-//     (the element is {item…} and item), each row checked against the
-//     sink's limits, at most sink.max_rows rows in all.
+//     (the element is {item…} and item): its row key, its op, its cells
+//     (see below), each row checked against the sink's limits, at most
+//     sink.max_rows rows in all.
+//
+// # Ops and missing values
+//
+// A mapping's op is fixed (set, delete, delete_family, delete_columns: no
+// expression runs) or a CEL expression of type string, with the variables
+// of its templates (item too, with each), evaluated per row: one that fails,
+// or whose value names no operation, makes the message expression_failed.
+// A change mapping (config.Mapping.IsChange) gives each row its op and its
+// write mode (sinks.Row.Change) for the sink to apply by event time; a plain
+// mapping's rows keep Change's zero value and are written as before. A
+// delete renders no column, only the row key and the timestamp (and, for
+// delete_columns, names the columns it deletes: delete_columns, or the
+// mapping's columns).
+//
+// A column's value is missing when its template fails with
+// template.ErrMissingField (an absent or null JSON member, an Avro field
+// whose union is null, an unset proto field, an absent attribute or item
+// field, an index out of range, an expression whose value is null or an
+// empty optional), or when its expression reads an absent map key, field or
+// index (cel-go's resolution error, told by its type, not its text:
+// errNoSuchValue). The column's policy (on_missing, on_missing_columns)
+// decides: dead_letter, the message, with the reason and text it had before
+// policies; skip, no cell; empty, an empty cell; delete, the column in
+// Change.Delete. Result.Missing counts them by policy. Any other failure (a
+// payload that does not decode, a type error, the cost limit), and a row
+// key, timestamp or dedupe key that is missing, is the message's whatever
+// the policy. A plain mapping's row whose every column was skipped is not
+// made; a change mapping's row is made without cells. A plain mapping whose
+// policies are all dead_letter renders as it did (renderCells: no new frame
+// on the stack, no allocation); the others take renderOp (change.go).
 //
 // # Guarantees
 //

@@ -659,8 +659,77 @@ func (e *expr) evalError(err error) error {
 	if errors.Is(err, interpreter.InterruptError{}) {
 		return fmt.Errorf("%w: cost limit of %d exceeded (more than %d comprehension steps)", template.ErrExpression, e.limit, e.steps)
 	}
-	return fmt.Errorf("%w: %s", template.ErrExpression, scrub(err.Error(), e.src))
+	failed := fmt.Errorf("%w: %s", template.ErrExpression, scrub(err.Error(), e.src))
+	if isResolutionError(err) {
+		return &absentError{failed}
+	}
+	return failed
 }
+
+// errNoSuchValue marks the failure of an expression that read a value the
+// message does not have: a map key or a message field that is absent (a
+// JSON member, an Avro field whose union is null, an unset proto field: in
+// the value model of value.go each is an absent map key), a field of a
+// null, an index out of range. A column's missing-value policy applies to
+// it as to template.ErrMissingField. Test with errors.Is; its text is not
+// in the error's.
+var errNoSuchValue = errors.New("no such value")
+
+// absentError is an expression's failure (wrapping template.ErrExpression,
+// with the same text) that is also errNoSuchValue.
+type absentError struct{ err error }
+
+func (e *absentError) Error() string   { return e.err.Error() }
+func (e *absentError) Unwrap() []error { return []error{e.err, errNoSuchValue} }
+
+// isResolutionError reports whether err, from cel-go's evaluation, is its
+// failure to resolve what the expression reads: cel-go's interpreter makes
+// one (unexported) error type for an absent map key or message field, an
+// index out of range and an absent variable, which it wraps in a
+// *types.Err. It is told by its type, not its text: see resolutionErrorType.
+func isResolutionError(err error) bool {
+	t := resolutionErrorType()
+	if t == nil {
+		return false
+	}
+	for ; err != nil; err = errors.Unwrap(err) {
+		if reflect.TypeOf(err) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// resolutionErrorType is the type of cel-go's resolution error, learnt
+// once from an evaluation that reads an absent key; nil if that evaluation
+// does not fail with an error of cel-go's interpreter (a cel-go that has
+// changed: TestExpressionMissingValues then fails), so that no other error
+// is ever taken for one.
+var resolutionErrorType = sync.OnceValue(func() reflect.Type {
+	env, err := cel.NewEnv(cel.Variable("m", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		return nil
+	}
+	ast, iss := env.Compile("m.absent")
+	if iss != nil && iss.Err() != nil {
+		return nil
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		return nil
+	}
+	_, _, err = prg.Eval(map[string]any{"m": map[string]any{}})
+	var celErr *types.Err
+	if !errors.As(err, &celErr) {
+		return nil
+	}
+	inner := celErr.Unwrap()
+	t := reflect.TypeOf(inner)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/google/cel-go/interpreter" {
+		return nil
+	}
+	return t
+})
 
 // celTypeNames are the quoted words of CEL's messages that are types, not
 // values: kept when scrubbing.
@@ -721,6 +790,19 @@ func (e *expr) bool(act *activation) (bool, error) {
 		return false, fmt.Errorf("%w: the result is of type %s, want bool", template.ErrExpression, typeName(v))
 	}
 	return bool(b), nil
+}
+
+// string evaluates e as an op: its value must be a string.
+func (e *expr) string(act *activation) (string, error) {
+	v, err := e.eval(act)
+	if err != nil {
+		return "", err
+	}
+	str, ok := v.(types.String)
+	if !ok {
+		return "", fmt.Errorf("%w: the result is of type %s, want string", template.ErrExpression, typeName(v))
+	}
+	return string(str), nil
 }
 
 // list evaluates e as an each: its value must be a list of at most max

@@ -45,6 +45,11 @@ func BenchmarkMap(b *testing.B) {
 		{"fields", benchConfig("{attributes.customer_id}#{event_time:reverse}", fields)},
 		{"attribute_filter", withFilter(benchConfig("{attributes.id}", map[string]string{"data": "{data}"}), "attributes.customer_id != 'c-1'")},
 		{"field_filter", withFilter(benchConfig("{attributes.id}", map[string]string{"data": "{data}"}), "data.currency == 'EUR'")},
+		// Change mappings: a fixed op with a column whose value is missing
+		// and skipped (still the plain path: no expression), and an op
+		// computed from an attribute (the expression path).
+		{"change_skip", withChange(benchConfig("{attributes.id}", map[string]string{"data": "{data}", "gone": "{data.gone}"}), "set")},
+		{"change_op", withChange(benchConfig("{attributes.id}", map[string]string{"data": "{data}"}), "attributes.customer_id == 'c-1' ? 'delete' : 'set'")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			m, err := New(c.cfg, nil, benchLimits)
@@ -65,5 +70,10 @@ func BenchmarkMap(b *testing.B) {
 
 func withFilter(c config.Pipeline, filter string) config.Pipeline {
 	c.Filter = filter
+	return c
+}
+
+func withChange(c config.Pipeline, op string) config.Pipeline {
+	c.Sink.Op, c.Sink.OnMissing = op, config.MissingSkip
 	return c
 }

@@ -32,8 +32,10 @@ type Result struct {
 	// Rows are the rows to write, in mapping order; none is possible (a
 	// when that was false, an empty list).
 	Rows []sinks.Row
-	// Missing counts the columns of Rows whose value was missing, by the
-	// policy that applied (on_missing); dead_letter ends in a BadInput.
+	// Missing counts the columns whose value was missing, by the policy
+	// that applied (on_missing): those of Rows, and those of a plain
+	// mapping's row that was not made because every column was skipped.
+	// dead_letter ends in a BadInput.
 	Missing Missing
 
 	// row and cells back Rows for a message of one row with at most two
@@ -141,6 +143,17 @@ type rowMapping struct {
 	cellTime      string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
 	timeTmpl      *template.Template // a computed cell timestamp
 	when, each    *expr
+	// change: a change mapping (config.Mapping.IsChange), whose rows
+	// carry their op and mode (change.go); a plain mapping's rows keep
+	// sinks.Change's zero value. lenient: a column's missing value has a
+	// policy other than dead_letter. Either takes renderOp, not
+	// renderCells.
+	change, lenient bool
+	op              sinks.Op // the fixed op, when opExpr is nil
+	opExpr          *expr    // an op computed per row, or nil
+	mode            sinks.Mode
+	// deleteColumns are the qualifiers of sinks.OpDeleteColumns.
+	deleteColumns []string
 }
 
 type column struct {
@@ -150,6 +163,8 @@ type column struct {
 	// Data itself. No copy is needed: the sink copies what it batches and
 	// the handler holds the message until the write returns.
 	payload bool
+	// policy is what a value that is missing gets (on_missing).
+	policy missingPolicy
 }
 
 // New compiles the mapping of pipeline cfg: its schema file (read from
@@ -317,11 +332,14 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 		names = append(names, name)
 	}
 	sort.Strings(names) // a stable cell order makes rows comparable in tests and logs
+	policies := c.policies(at, mc, names)
 	for _, name := range names {
 		if t := c.template(at+".columns."+name, mc.Columns[name], opts); t != nil {
-			rm.columns = append(rm.columns, column{name: name, tmpl: t, payload: t.Payload()})
+			rm.columns = append(rm.columns, column{name: name, tmpl: t, payload: t.Payload(), policy: policies[name]})
+			rm.lenient = rm.lenient || policies[name] != missingDeadLetter
 		}
 	}
+	c.change(at, mc, rm, names, opts)
 	switch mc.Timestamp {
 	case config.CellTimeEvent, config.CellTimePublish, "":
 		rm.cellTime = mc.Timestamp
@@ -593,6 +611,9 @@ func (rm *rowMapping) render(m *Mapper, r *Result, i int, in *template.Input) er
 		return tooLarge("row key is %d bytes, the sink accepts at most %d", len(key), m.limits.MaxKeyBytes)
 	}
 	row.Key, row.Table, row.Family = key, rm.table, rm.family
+	if rm.change || rm.lenient {
+		return rm.renderOp(m, r, i, in)
+	}
 	return rm.renderCells(m, r, i, in)
 }
 
