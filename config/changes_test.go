@@ -245,6 +245,11 @@ func TestChangeWarnings(t *testing.T) {
 		"op delete_columns": {yaml: base + "      op: delete_columns\n      delete_columns: [data]\n"},
 		"op an expression":  {yaml: base + "      op: \"data.op\"\n      delete_columns: [data]\n"},
 		"no delete_columns": {yaml: base + "      op: delete\n"},
+		"insert with an op expression": {yaml: base + "      write_mode: insert\n      op: \"data.op\"\n",
+			path: "pipelines[0].sink.op", line: 11, message: "write_mode insert with an op that may delete"},
+		"insert with an op expression, ordered": {yaml: strings.Replace(base, "{subscription: orders-sub}", "{subscription: orders-sub, ordering: true}", 1) +
+			"      write_mode: insert\n      op: \"data.op\"\n"},
+		"insert with a fixed op": {yaml: base + "      write_mode: insert\n      op: set\n"},
 		"retention, a change mapping": {yaml: retention + "      op: delete\n",
 			path: "pipelines[0].source.topic_message_retention", line: 6,
 			message: "240h is longer than sink.tombstone_retention (168h): a reprocess from further back could replay a change older than a delete whose tombstone is gone, and bring back what the delete deleted. Make sink.tombstone_retention at least 240h"},

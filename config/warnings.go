@@ -23,6 +23,9 @@ import (
 //     hotspot).
 //   - A mapping's delete_columns beside an op that is an operation other
 //     than delete_columns: nothing reads them.
+//   - An insert mapping whose op is an expression (it may delete) on a
+//     subscription without ordering: insert converges in any delivery
+//     order only without deletes between a row's inserts.
 //   - A topic that keeps messages longer than the tombstones of a bigtable
 //     sink with a change mapping live: a reprocess from further back can
 //     replay a change older than a delete whose tombstone is gone, and
@@ -40,6 +43,11 @@ func Warnings(cfg *Config, data []byte) Problems {
 				if w := hotspot(m, p.Source); w != "" {
 					ws = append(ws, Problem{Path: mp("row_key"), Message: w})
 				}
+			}
+			if m.WriteMode == WriteInsert && m.Op != "" && !slices.Contains(operations, m.Op) && !p.Source.Ordering {
+				ws = append(ws, Problem{Path: mp("op"), Message: "write_mode insert with an op that may delete: an insert dropped because an earlier one " +
+					"was in its row stays dropped, so a delete between the two that arrives after both leaves the row empty. " +
+					"Deliver each row's changes in order (source.ordering), or use replace_if_newer (see Changes)"})
 			}
 			if len(m.DeleteColumns) > 0 && m.Op != OpDeleteColumns {
 				switch {
