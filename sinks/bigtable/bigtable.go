@@ -108,7 +108,8 @@ type target struct {
 // Metrics are the instruments a Sink records to. A nil field records
 // nothing.
 type Metrics struct {
-	// WriteSeconds observes the duration of each ApplyBulk call.
+	// WriteSeconds observes the duration of each ApplyBulk call, and of
+	// each call of a change row (change.go).
 	WriteSeconds prometheus.Observer
 	// WriteErrors returns the counter of rows whose write failed with the
 	// gRPC code named code: a failed call counts once for each of its rows,

@@ -55,7 +55,7 @@
 //
 // A message with a row of a change mapping (sinks.Change) does not join the
 // batch: its rows are applied by the message's own Write, row by row, on the
-// goroutines of a warm pool (at most 64 calls at once), the rows of one
+// goroutines of a warm pool (at most 256 calls at once), the rows of one
 // (table, key) in their order and those of different keys at once
 // (change.go). Each is one call, or a few, of its own row, so that whatever
 // order the changes of a row arrive in, and however often each does, the
