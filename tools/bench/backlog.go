@@ -27,8 +27,11 @@ func payload(i int, id string, size int) []byte {
 
 // message is message i of a run of a connector of shape sh, as every
 // connector reads it: the payload (today's JSON, or the bench's record in
-// sh's format), the id attribute (the dedupe key and, but with each, the
-// row key) and the event-time attribute ts.
+// sh's format), the id attribute (the dedupe key and, but with each or
+// _shuffled, the row key) and the event-time attribute ts (now). A
+// _shuffled run's messages (of b.n) also carry the row key, attribute key,
+// and their event time is the run's epoch (b.epoch) plus shuffledTime;
+// with _ordered_keysK they carry an ordering key.
 func (b *bench) message(i int, sh shape) (*pubsub.Message, error) {
 	id := messageID(i)
 	var data []byte
@@ -40,10 +43,17 @@ func (b *bench) message(i int, sh shape) (*pubsub.Message, error) {
 	} else {
 		data = payload(i, id, b.o.size)
 	}
-	return &pubsub.Message{
-		Data:       data,
-		Attributes: map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
-	}, nil
+	m := &pubsub.Message{
+		Data:        data,
+		Attributes:  map[string]string{"id": id, "ts": strconv.FormatInt(time.Now().UnixMilli(), 10)},
+		OrderingKey: sh.orderingKey(i, max(1, b.n)),
+	}
+	if sh.shuffled {
+		n := max(1, b.n)
+		m.Attributes["key"] = fmt.Sprintf("k%09d", sh.rowKeyIndex(i, n))
+		m.Attributes["ts"] = strconv.FormatInt(b.epoch+shuffledTime(i, n), 10)
+	}
+	return m, nil
 }
 
 // mustMessage is message i of shape sh, which newBench checked that it can
@@ -62,8 +72,11 @@ var keysOnly = bigtable.RowFilter(bigtable.ChainFilters(bigtable.CellsPerRowLimi
 // preload publishes n messages of shape sh to topic and returns, for every
 // every-th message, the time its publish call returned (a bound on its
 // publish time within a few milliseconds), by the key of its sampled row.
+// A _shuffled run samples none: its rows are not a message's each.
 func (b *bench) preload(ctx context.Context, topic string, sh shape, n, every int) (map[string]time.Time, error) {
+	b.n, b.epoch = n, time.Now().UnixMilli()
 	pub := b.pubsub.Publisher(topic)
+	pub.EnableMessageOrdering = sh.orderingKeys > 0
 	pub.PublishSettings.CountThreshold = 1000
 	pub.PublishSettings.ByteThreshold = 2 << 20
 	pub.PublishSettings.DelayThreshold = 10 * time.Millisecond
@@ -96,7 +109,7 @@ func (b *bench) preload(ctx context.Context, topic string, sh shape, n, every in
 			return nil, err
 		}
 		r := pub.Publish(ctx, m)
-		if i%every == 0 {
+		if i%every == 0 && !sh.shuffled {
 			id := sh.rowKey(m.Attributes["id"])
 			wg.Add(1)
 			go func() {

@@ -60,7 +60,24 @@ const (
 	// same backlog runs beside it, on the same emulators: the measured
 	// commits and rate are the live process's.
 	besideReprocess kind = "exactly_once_beside_reprocess"
+	// The changes_* connectors are exactly_once (with its tracking
+	// subscription) whose mapping is a change mapping: each row applied
+	// by its event time with a conditional mutation (CheckAndMutateRow)
+	// that checks the row's tombstones, not batched.
+	changesUpsert  kind = "changes_upsert"  // op: set (write_mode upsert)
+	changesDelete  kind = "changes_delete"  // op: delete, every message its row's delete
+	changesInsert  kind = "changes_insert"  // write_mode: insert
+	changesReplace kind = "changes_replace" // write_mode: replace_if_newer
 )
+
+// change reports whether connector k writes through a change mapping.
+func (k kind) change() bool {
+	switch k.base() {
+	case changesUpsert, changesDelete, changesInsert, changesReplace:
+		return true
+	}
+	return false
+}
 
 // reprocessIdle is the bench's reprocess --idle: the run ends that long
 // after its last message.
@@ -116,6 +133,11 @@ type bench struct {
 	admin  *bigtable.AdminClient
 	seq    int // runs so far, for fresh names
 	codecs *codecs
+	// n is how many messages the run being published has, and epoch
+	// (Unix ms) its start: what a _shuffled run's keys and event times
+	// are computed from (message).
+	n     int
+	epoch int64
 }
 
 // newBench builds pubsink and starts the emulators. Call close.
@@ -211,10 +233,11 @@ func (b *bench) names(k kind, round int) names {
 	b.seq++
 	s := fmt.Sprintf("%s-r%d-%d", strings.ReplaceAll(string(k), "_", "-"), round, b.seq)
 	if len("state-"+s) > 50 { // a Bigtable table ID's limit
-		s = strings.NewReplacer("exactly-once", "eo", "at-least-once", "alo", "tracking", "tr", "protobuf", "pb").Replace(s)
+		s = strings.NewReplacer("exactly-once", "eo", "at-least-once", "alo", "tracking", "tr", "protobuf", "pb",
+			"changes", "ch", "shuffled", "sh", "ordered-keys", "ok").Replace(s)
 	}
 	n := names{suffix: s, topic: "t-" + s, sub: "s-" + s, table: "rows-" + s, state: "state-" + s}
-	if base := k.base(); base == exactlyOnce || base == exactlyOnceSharedTracking || base == exactlyOnceBaseline || base == besideReprocess {
+	if base := k.base(); base == exactlyOnce || base == exactlyOnceSharedTracking || base == exactlyOnceBaseline || base == besideReprocess || k.change() {
 		n.tracking = "tr-" + s
 	}
 	return n
@@ -234,6 +257,10 @@ func (b *bench) configYAML(k kind, n names, httpAddr string) string {
 	if b.o.streams > 0 {
 		fmt.Fprintf(&extra, "      streams: %d\n", b.o.streams)
 	}
+	if b.o.shapes[k].orderingKeys > 0 {
+		// setup creates the subscription with message ordering.
+		extra.WriteString("      ordering: true\n")
+	}
 	if base := k.base(); base == reprocessRun || base == besideReprocess {
 		// setup creates the topic retaining its messages, so that the
 		// reprocess can seek back over the backlog.
@@ -241,8 +268,10 @@ func (b *bench) configYAML(k kind, n names, httpAddr string) string {
 	}
 	// Every other setting is pubsink's default: max_outstanding_messages
 	// 1000, batch 500 rows / 4 MiB / 20 ms, row key {attributes.id}, one
-	// column data: {data} (but with the four-field mapping of -fields),
-	// cell timestamp = event time.
+	// column data: {data} (but with the four-field mapping of -fields, a
+	// change mapping's op or write mode, _shuffled's row key), cell
+	// timestamp = event time; a change mapping's tombstone family and
+	// retention too (setup creates the family).
 	payload, mapping := b.o.shapes[k].pipelineYAML(b.codecs)
 	return fmt.Sprintf(`project: %s
 log: {level: info, format: json}

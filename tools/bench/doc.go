@@ -8,6 +8,8 @@
 //	go run ./tools/bench -latency             # no backlog, 1,000 msg/s for 20 s: probe latency
 //	go run ./tools/bench -connectors exactly_once_json,exactly_once_avro,exactly_once_protobuf -reference exactly_once_json
 //	go run ./tools/bench -connectors exactly_once_json,exactly_once_json_each50 -reference exactly_once_json
+//	go run ./tools/bench -connectors exactly_once,changes_upsert,changes_delete,changes_upsert_shuffled -reference changes_upsert
+//	go run ./tools/bench -connectors exactly_once,exactly_once_ordered_keys10 -n 20000
 //
 // It starts the Pub/Sub emulator and cbtemulator (internal/testenv/emulator), builds
 // the pubsink binary, and for each round drains a fresh backlog of N
@@ -53,6 +55,67 @@
 //	               the drain are the live process's alone, CPU the sum of
 //	               both; compare its msg/s with exactly_once's
 //	               (-reference exactly_once)
+//	changes_upsert, changes_delete, changes_insert, changes_replace
+//	               exactly_once (with its tracking subscription) whose
+//	               mapping is a change mapping (docs/reference.md,
+//	               "Changes"): op: set (write_mode upsert), op: delete,
+//	               write_mode: insert, write_mode: replace_if_newer. Each
+//	               message is its own row's one change, so each row takes
+//	               the common path: one CheckAndMutateRow that checks the
+//	               row's tombstones and writes (a delete: deletes the row
+//	               and leaves its tombstone), not batched. setup creates the
+//	               tables' tombstone family as for any change mapping.
+//
+// # Changes: _shuffled, and what the table holds
+//
+// A changes_* connector may end in _shuffled (changes_upsert_shuffled): its
+// N messages then go to N/10 row keys (row key {attributes.key}, ten
+// messages a key, N/10 apart in the backlog, so rarely in flight together),
+// and each key's ten event times (the run's start + 0…9 ms) are published in
+// a shuffled order (a permutation per key, the same in every run). A change
+// older than what its row holds then takes the slow path: the conditional
+// mutation finds the newer cell or tombstone, a ReadRow finds what covers
+// the row, and nothing more is written (about 7 in 10 messages: a random
+// order of ten has 2.93 new maxima on average). The sampled latency needs a
+// message's own row: a _shuffled run has none ("-").
+//
+// After a changes_* run the bench reads the whole table (values stripped)
+// instead of counting its rows: a deleted row must hold no data and its
+// row tombstone, any other one version per column; with _shuffled, each
+// cell must be at its row's newest event time (upsert, replace_if_newer;
+// delete: the row tombstone) or earliest (insert). A row that is not
+// fails the run.
+//
+// With a changes_* connector the tables have a column "sink calls/msg":
+// the sink's Bigtable calls per committed message, the count of
+// pubsink_sink_write_seconds, which each ApplyBulk of plain rows observes
+// once (so a plain connector's is its ApplyBulk calls per message, about
+// 1/90 while draining) and each call of a change row once (conditional
+// mutation, mutation, read). Under the medians, "change rows" splits a
+// changes_* connector's calls: CheckAndMutateRow and MutateRow from the sink
+// table's pubsink_bigtable_mutations_total{call}, ReadRow the rest; and the
+// share of its rows superseded (pubsink_row_operations_total{result=
+// "superseded"}: a set that a newer change or a tombstone held, or an
+// earlier insert); the mean time of a call (the histogram's sum over its
+// count), and the msg/s that 64 calls at once (a process's limit on the
+// calls of change rows, sinks/bigtable's maxChangeCalls) allow at those
+// calls per message and that call time: near the measured msg/s, the calls
+// in flight bound the connector. Each run's line has the calls too.
+//
+// # Ordering: _ordered_keysK
+//
+// A connector (but the baseline and the reprocess ones) may end in
+// _ordered_keysK (after _shuffled): its messages carry ordering keys, K of
+// them (the row key's index modulo K, so a row's changes share a key),
+// published with message ordering, and its subscription orders them
+// (source.ordering: true; setup creates it with message ordering). The
+// client then hands a key's messages over one at a time, and each is
+// committed before the next (the naive connector's callback waits for its
+// write too): one key's messages go at most one per commit latency. Under
+// the medians, "ordering" gives each such connector's msg/s per key and
+// its msg/s over the same connector's unordered (the name without
+// _ordered_keysK) in the same rounds when that ran. The Pub/Sub emulator
+// implements ordering (docs/emulator-ordering.md).
 //
 // # Payload formats and rows per message
 //
@@ -74,9 +137,9 @@
 // imply -fields; every format renders the same cells.
 //
 // A connector's name may carry its own: a suffix _json, _avro or _protobuf
-// sets its format, then _eachN its items (exactly_once_avro,
-// exactly_once_json_each50, at_least_once_protobuf_each10), and implies
-// -fields for it alone. So formats and row counts are compared in the same
+// (after _shuffled and _ordered_keysK) sets its format, then _eachN its
+// items (exactly_once_avro, exactly_once_json_each50,
+// at_least_once_protobuf_each10), and implies -fields for it alone. So formats and row counts are compared in the same
 // rounds; each run publishes its own backlog anyway. The naive connector
 // publishes the same messages but always writes one row of the raw payload;
 // exactly_once_baseline (an earlier binary) takes JSON only, one row per
@@ -164,8 +227,9 @@
 //
 // Every run uses fresh topic, subscriptions and tables (the emulators keep
 // state) and deletes them afterwards; after each run the sink table must
-// hold exactly N rows (with exactly_once_shared too: no key written twice
-// across processes), or the run is reported as failed. All of a run's
+// hold exactly N rows times its rows per message (N/10 with _shuffled), or
+// the run is reported as failed (with exactly_once_shared too: no key
+// written twice across processes). All of a run's
 // processes are stopped with SIGTERM at once; one still running a minute
 // later gets SIGQUIT (the Go runtime writes every goroutine's stack to its
 // log), is killed 10 s after, and fails the run.

@@ -35,9 +35,10 @@ func (b *bench) latencyRun(ctx context.Context, k kind, round int, prof *profile
 		if err := e.startAll(); err != nil {
 			return 0, err
 		}
-		pub := b.pubsub.Publisher("projects/" + project + "/topics/" + e.n.topic)
-		defer pub.Stop()
 		sh := b.o.shapes[k]
+		pub := b.pubsub.Publisher("projects/" + project + "/topics/" + e.n.topic)
+		pub.EnableMessageOrdering = sh.orderingKeys > 0
+		defer pub.Stop()
 		s := startSteady(ctx, pub, b.o.rate, func(i int) *pubsub.Message { return b.mustMessage(i, sh) }, b.o.duration)
 		lat, err := b.probes(ctx, e, s, sh)
 		published, took, pubErr := s.stop()

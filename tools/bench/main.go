@@ -58,7 +58,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.n, "n", 200_000, "messages per run (with -memory: 1,000,000)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every connector once, in a rotating order")
 	fs.IntVar(&o.streams, "streams", 10, "StreamingPull streams of every connector (with -memory: the pipeline default)")
-	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess and exactly_once_beside_reprocess (with -memory: exactly_once_no_tracking, the default pipeline); a name may end in _json, _avro or _protobuf (its payload format instead of -payload's) and then _eachN (N items per message instead of -elements'), which imply -fields for it: exactly_once_avro, exactly_once_json_each50")
+	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess and the change mappings changes_upsert, changes_delete, changes_insert, changes_replace (with -memory: exactly_once_no_tracking, the default pipeline); a name may end in _shuffled (changes_* only: N/10 row keys, event times shuffled), then _ordered_keysK (K ordering keys, an ordered subscription), then _json, _avro or _protobuf (its payload format instead of -payload's) and then _eachN (N items per message instead of -elements'), which imply -fields for it: exactly_once_avro, exactly_once_json_each50, changes_upsert_shuffled, exactly_once_ordered_keys10")
 	fs.IntVar(&o.replicas, "replicas", 2, "processes that run exactly_once_shared at once")
 	fs.IntVar(&o.size, "size", 200, "payload size in bytes, about (of the JSON encoding, without -elements' items)")
 	fs.StringVar(&o.format, "payload", formatJSON, "payload format of the messages: json, avro or protobuf (Avro and Protobuf binary, of testdata/order.avsc and order.proto); given at all, it implies -fields")
@@ -123,6 +123,9 @@ func parseOptions(args []string) (options, error) {
 		}
 		if k.base() == exactlyOnceBaseline && o.baseline == "" {
 			return o, fmt.Errorf("-connectors: %s needs -baseline PATH", k)
+		}
+		if sh.shuffled && o.latency {
+			return o, fmt.Errorf("-connectors: %s: _shuffled is for a drain, not -latency (the probes read a message's own row)", k)
 		}
 		if _, dup := o.shapes[k]; dup {
 			return o, fmt.Errorf("-connectors: %s twice", k)

@@ -42,6 +42,21 @@ type shape struct {
 	// pubsink connector with elements > 0); the naive connector always
 	// writes one row of the raw payload.
 	each bool
+	// change is the change mapping of a changes_* connector (upsert,
+	// delete, insert, replace), "" for a plain mapping.
+	change string
+	// shuffled (_shuffled): the n messages of a run go to n/10 row keys
+	// (the attribute key), ten per key, with the key's event times in a
+	// shuffled order, so that changes meet newer cells.
+	shuffled bool
+	// orderingKeys (_ordered_keysK): the messages carry ordering keys, K of
+	// them, and the subscription orders them (source.ordering); 0: none.
+	orderingKeys int
+}
+
+// plain reports whether s is today's payload and row, unordered.
+func (s shape) plain() bool {
+	return !s.fields && s.change == "" && !s.shuffled && s.orderingKeys == 0
 }
 
 // rowsPerMessage is how many rows the connector writes per message.
@@ -64,39 +79,75 @@ func (s shape) rowKey(id string) string {
 
 // String describes s for the table's legend.
 func (s shape) String() string {
-	if !s.fields {
-		return "JSON payload, one column {data}"
+	key := "{data.id}"
+	if s.shuffled {
+		key = "{attributes.key}"
 	}
-	if s.each {
-		return fmt.Sprintf("%s record with %d items, each: data.items, one row per item (key {data.id}#{item.n}, columns {item.sensor} {item.v})", s.format, s.elements)
+	var d string
+	switch {
+	case !s.fields && s.shuffled:
+		d = "JSON payload, one column {data}, key {attributes.key}"
+	case !s.fields:
+		d = "JSON payload, one column {data}"
+	case s.each:
+		d = fmt.Sprintf("%s record with %d items, each: data.items, one row per item (key %s#{item.n}, columns {item.sensor} {item.v})", s.format, s.elements, key)
+	default:
+		items := ""
+		if s.elements > 0 {
+			items = fmt.Sprintf(" with %d items", s.elements)
+		}
+		d = fmt.Sprintf("%s record%s, one row (key %s, columns {data.customer} {data.amount} {data.currency})", s.format, items, key)
 	}
-	items := ""
-	if s.elements > 0 {
-		items = fmt.Sprintf(" with %d items", s.elements)
+	switch s.change {
+	case changeUpsert:
+		d += "; change mapping op: set, write_mode: upsert"
+	case changeDelete:
+		d += "; change mapping op: delete"
+	case changeInsert:
+		d += "; change mapping write_mode: insert"
+	case changeReplace:
+		d += "; change mapping write_mode: replace_if_newer"
 	}
-	return fmt.Sprintf("%s record%s, one row (key {data.id}, columns {data.customer} {data.amount} {data.currency})", s.format, items)
+	if s.shuffled {
+		d += fmt.Sprintf("; N/%d row keys, %d messages each, spread over the backlog, event times shuffled", shuffleVersions, shuffleVersions)
+	}
+	if s.orderingKeys > 0 {
+		d += fmt.Sprintf("; %d ordering keys (row key mod %d), ordered subscription (source.ordering)", s.orderingKeys, s.orderingKeys)
+	}
+	return d
 }
 
-// connectorRE splits a connector's name: a kind, then optionally a format
-// suffix and an _eachN suffix.
-var connectorRE = regexp.MustCompile(`^(.*?)(?:_(json|avro|protobuf))?(?:_each(\d+))?$`)
+// connectorRE splits a connector's name: a kind, then optionally
+// _shuffled, _ordered_keysK, a format suffix and an _eachN suffix, in that
+// order.
+var connectorRE = regexp.MustCompile(`^(.*?)(_shuffled)?(?:_ordered_keys(\d+))?(?:_(json|avro|protobuf))?(?:_each(\d+))?$`)
 
 // base is the kind of connector k, without its suffixes.
 func (k kind) base() kind { return kind(connectorRE.FindStringSubmatch(string(k))[1]) }
 
 // parseConnector reads a connector of -connectors: a kind, optionally
-// followed by _json, _avro or _protobuf (its payload format, instead of
-// -payload's) and by _eachN (N elements per message, instead of
-// -elements'). A suffix implies the four-field mapping, as -fields does.
+// followed by _shuffled (changes_* only: N/10 row keys, event times
+// shuffled), _ordered_keysK (ordering keys, K of them, on an ordered
+// subscription), _json, _avro or _protobuf (its payload format, instead of
+// -payload's) and _eachN (N elements per message, instead of -elements').
+// A format or _eachN suffix implies the four-field mapping, as -fields
+// does.
 func parseConnector(name string, o options) (kind, shape, error) {
 	m := connectorRE.FindStringSubmatch(name)
 	base := kind(m[1])
-	sh := shape{format: o.format, fields: o.fields, elements: o.elements}
-	if m[2] != "" {
-		sh.format, sh.fields = m[2], true
-	}
+	sh := shape{format: o.format, fields: o.fields, elements: o.elements, shuffled: m[2] != ""}
 	if m[3] != "" {
 		n, err := strconv.Atoi(m[3])
+		if err != nil || n < 1 || n > maxOrderingKeys {
+			return "", sh, fmt.Errorf("-connectors: %q: _ordered_keysK takes 1 to %d keys", name, maxOrderingKeys)
+		}
+		sh.orderingKeys = n
+	}
+	if m[4] != "" {
+		sh.format, sh.fields = m[4], true
+	}
+	if m[5] != "" {
+		n, err := strconv.Atoi(m[5])
 		if err != nil || n < 1 || n > maxElements {
 			return "", sh, fmt.Errorf("-connectors: %q: _eachN takes 1 to %d elements", name, maxElements)
 		}
@@ -104,17 +155,27 @@ func parseConnector(name string, o options) (kind, shape, error) {
 	}
 	switch base {
 	case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking, exactlyOnceBaseline, reprocessRun, besideReprocess:
+	case changesUpsert, changesDelete, changesInsert, changesReplace:
+		sh.change = strings.TrimPrefix(string(base), "changes_")
 	default:
-		return "", sh, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess; optionally followed by _json, _avro or _protobuf, then _eachN)", name)
+		return "", sh, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess, changes_upsert, changes_delete, changes_insert, changes_replace; optionally followed by _shuffled (changes_* only), _ordered_keysK, _json, _avro or _protobuf, then _eachN)", name)
 	}
 	sh.each = sh.elements > 0 && base != naive
-	if base == exactlyOnceBaseline && (sh.format != formatJSON || sh.each) {
-		// The baseline is an earlier binary: it knows only JSON and one
-		// row per message.
-		return "", sh, fmt.Errorf("-connectors: %q: the baseline binary runs only JSON payloads and one row per message", name)
+	switch {
+	case base == exactlyOnceBaseline && (sh.format != formatJSON || sh.each || sh.orderingKeys > 0):
+		// The baseline is an earlier binary: it knows only JSON, one row
+		// per message, and no source.ordering.
+		return "", sh, fmt.Errorf("-connectors: %q: the baseline binary runs only JSON payloads, one row per message, unordered", name)
+	case sh.shuffled && sh.change == "":
+		return "", sh, fmt.Errorf("-connectors: %q: _shuffled is for the changes_* connectors (a plain mapping would write versions)", name)
+	case sh.orderingKeys > 0 && (base == reprocessRun || base == besideReprocess):
+		return "", sh, fmt.Errorf("-connectors: %q: _ordered_keysK is not for the reprocess connectors", name)
 	}
 	return kind(name), sh, nil
 }
+
+// maxOrderingKeys bounds _ordered_keysK.
+const maxOrderingKeys = 1_000_000
 
 // The bench's record, the same in every format: testdata/order.avsc and
 // testdata/order.proto, written into the run directory for pubsink.
@@ -286,26 +347,42 @@ func (c *codecs) decodeOrder(data []byte, format string) (*order, error) {
 
 // pipelineYAML is what shape s adds to a pipeline's configuration: the
 // payload section (at the pipeline's indentation) and the mapping (at the
-// sink's keys' indentation). Without fields, nothing: today's row.
+// sink's keys' indentation). Without fields, the mapping is today's row
+// (row key {attributes.id}, one column {data}) but for what a change
+// mapping or _shuffled adds.
 func (s shape) pipelineYAML(c *codecs) (payload, sink string) {
-	if !s.fields {
-		return "", ""
+	var b strings.Builder
+	key := "{data.id}"
+	if s.shuffled {
+		key = "{attributes.key}"
 	}
-	switch s.format {
-	case formatAvro:
-		payload = fmt.Sprintf("    payload: {format: avro, schema: %q}\n", c.avscPath)
-	case formatProtobuf:
-		payload = fmt.Sprintf("    payload: {format: protobuf, schema: %q, message: %s}\n", c.protoPath, orderMessage)
+	switch {
+	case s.fields && s.each:
+		fmt.Fprintf(&b, "      each: data.items\n      row_key: \"%s#{item.n}\"\n      columns: {sensor: \"{item.sensor}\", v: \"{item.v}\"}\n", key)
+	case s.fields:
+		fmt.Fprintf(&b, "      row_key: \"%s\"\n      columns: {customer: \"{data.customer}\", amount: \"{data.amount}\", currency: \"{data.currency}\"}\n", key)
+	case s.shuffled:
+		fmt.Fprintf(&b, "      row_key: \"%s\"\n", key)
 	}
-	if s.each {
-		sink = `      each: data.items
-      row_key: "{data.id}#{item.n}"
-      columns: {sensor: "{item.sensor}", v: "{item.v}"}
-`
-	} else {
-		sink = `      row_key: "{data.id}"
-      columns: {customer: "{data.customer}", amount: "{data.amount}", currency: "{data.currency}"}
-`
+	switch s.change {
+	case changeUpsert:
+		// A fixed op makes the mapping a change mapping; upsert is the
+		// default write mode.
+		b.WriteString("      op: set\n")
+	case changeDelete:
+		b.WriteString("      op: delete\n")
+	case changeInsert:
+		b.WriteString("      write_mode: insert\n")
+	case changeReplace:
+		b.WriteString("      write_mode: replace_if_newer\n")
 	}
-	return payload, sink
+	if s.fields {
+		switch s.format {
+		case formatAvro:
+			payload = fmt.Sprintf("    payload: {format: avro, schema: %q}\n", c.avscPath)
+		case formatProtobuf:
+			payload = fmt.Sprintf("    payload: {format: protobuf, schema: %q, message: %s}\n", c.protoPath, orderMessage)
+		}
+	}
+	return payload, b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -112,7 +113,7 @@ func streamsText(n int) string {
 func printShapes(w io.Writer, o options) {
 	plain := true
 	for _, k := range o.connectors {
-		plain = plain && !o.shapes[k].fields
+		plain = plain && o.shapes[k].plain()
 	}
 	if plain {
 		return
@@ -153,6 +154,13 @@ func printRun(w io.Writer, o options, r result) {
 	if r.writes.known {
 		shared += fmt.Sprintf("  writes/msg state %.3f sink %.3f", r.statePerMsg(), r.sinkPerMsg())
 	}
+	if r.writes.callsKnown {
+		shared += fmt.Sprintf("  sink calls/msg %.3f", r.sinkCallsPerMsg())
+		if r.kind.change() {
+			shared += fmt.Sprintf(" (conditional %.3f, mutate %.3f, read %.3f; superseded rows %.1f%%)",
+				r.conditionalPerMsg(), r.mutateRowPerMsg(), r.readsPerMsg(), 100*r.supersededShare())
+		}
+	}
 	if o.latency {
 		fmt.Fprintf(w, "round %d %-13s %6.0f msg/s offered (%d messages)  %6.2f CPU s/M  %5.0f MB  probe p50 %5.1fms p99 %5.1fms (%d probes)  dups %.0f%s  %s\n",
 			r.round, r.kind, r.rate, r.msgs, r.cpuPerMillion(), mb(r.rss), millis(r.p50), millis(r.p99), r.samples, r.dups, shared, status)
@@ -180,35 +188,56 @@ type metric struct {
 	ratio bool // a column of the ratios too (unless the reference's median is 0)
 }
 
+// anyChange reports whether a connector of o writes through a change
+// mapping: then the tables have the sink's calls per message too.
+func anyChange(o options) bool {
+	return slices.ContainsFunc(o.connectors, kind.change)
+}
+
 // metricsOf are the columns of the table: with -latency, the offered rate
 // and the probes' latency instead of the drain's rate and sampled latency.
+// With a changes_* connector, the sink's Bigtable calls per message follow
+// the sink's writes (a plain connector's are its ApplyBulk calls).
 func metricsOf(o options) []metric {
 	cpu := metric{"CPU s/M msg", func(r result) float64 { return r.cpuPerMillion() }, 2, true}
 	state := metric{"state writes/msg", func(r result) float64 { return r.statePerMsg() }, 3, true}
 	sink := metric{"sink writes/msg", func(r result) float64 { return r.sinkPerMsg() }, 3, true}
 	rss := metric{"peak RSS MB", func(r result) float64 { return mb(r.rss) }, 0, true}
+	writes := []metric{state, sink}
+	if anyChange(o) {
+		writes = append(writes, metric{"sink calls/msg", func(r result) float64 { return r.sinkCallsPerMsg() }, 3, true})
+	}
 	if o.latency {
-		return []metric{
+		return slices.Concat([]metric{
 			{"offered msg/s", func(r result) float64 { return r.rate }, 0, false},
-			cpu, state, sink, rss,
+			cpu}, writes, []metric{rss,
 			{"p50 ms", func(r result) float64 { return millis(r.p50) }, 1, true},
 			{"p99 ms", func(r result) float64 { return millis(r.p99) }, 1, true},
 			{"probes", func(r result) float64 { return float64(r.samples) }, 0, false},
+		})
+	}
+	// A run that sampled no row (_shuffled) has no latency: "-".
+	sampled := func(d func(result) time.Duration) func(result) float64 {
+		return func(r result) float64 {
+			if r.samples == 0 {
+				return math.NaN()
+			}
+			return d(r).Seconds()
 		}
 	}
-	ms := []metric{
+	ms := slices.Concat([]metric{
 		{"msg/s", func(r result) float64 { return r.rate }, 0, true},
-		cpu, state, sink, rss,
-		{"p50 s", func(r result) float64 { return r.p50.Seconds() }, 2, false},
-		{"p99 s", func(r result) float64 { return r.p99.Seconds() }, 2, false},
+		cpu}, writes, []metric{rss,
+		{"p50 s", sampled(func(r result) time.Duration { return r.p50 }), 2, false},
+		{"p99 s", sampled(func(r result) time.Duration { return r.p99 }), 2, false},
 		{"drain s", func(r result) float64 { return r.drain.Seconds() }, 1, false},
-	}
+	})
 	if manyRows(o) {
 		// For a connector writing one row per message these are msg/s
 		// and CPU s/M msg again: the ratio of an each connector's CPU
 		// per row to a one-row connector's is its CPU per row over the
 		// other's CPU per message.
-		ms = slices.Insert(ms, 5,
+		ms = slices.Insert(ms, 3+len(writes),
 			metric{"rows/s", func(r result) float64 { return r.rate * float64(max(1, r.perMsg)) }, 0, true},
 			metric{"CPU s/M rows", func(r result) float64 { return r.cpuPerMillionRows() }, 2, true})
 	}
@@ -280,7 +309,9 @@ func printTable(w io.Writer, o options, all []result) {
 	tw.Flush()
 	if !o.latency {
 		printSharedThroughput(w, o, byKind)
+		printOrdering(w, o, byKind)
 	}
+	printChanges(w, o, byKind)
 	printStages(w, o, byKind)
 
 	for _, ref := range append([]kind{naive}, o.references...) {
@@ -331,6 +362,91 @@ func printSharedThroughput(w io.Writer, o options, byKind map[kind][]result) {
 		slices.Sort(per)
 		fmt.Fprintf(w, "shared/one throughput, %s (%d processes) / %s (one), msg/s in the same rounds: %.3f [%.3f–%.3f]; by round: %s\n",
 			k, o.replicas, one, median(shared)/median(single), per[0], per[len(per)-1], strings.Join(rounds, " "))
+	}
+}
+
+// printChanges prints, for each changes_* connector, its sink's Bigtable
+// calls per message by call (medians [min–max] over the rounds): the
+// conditional mutations (CheckAndMutateRow), the unconditional ones
+// (MutateRow), the reads (ReadRow: the calls that mutated nothing), the
+// share of its rows that were superseded (a newer change or a tombstone
+// held them), the mean time of a call, and the msg/s that 64 calls at once
+// allow at those: where a conditional mode's calls go and what bounds it.
+func printChanges(w io.Writer, o options, byKind map[kind][]result) {
+	header := false
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, k := range o.connectors {
+		if !k.change() || len(byKind[k]) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nchange rows: the sink's Bigtable calls per message (pubsink_sink_write_seconds' count; by call from pubsink_bigtable_mutations_total, reads the rest), superseded rows (pubsink_row_operations_total), a call's mean time (the histogram's sum / count) and the msg/s that %d calls at once allow at those (%d / (calls/msg × call time)), medians [min–max] over the rounds:\n",
+				changeCallsInFlight, changeCallsInFlight)
+			fmt.Fprintln(tw, "connector\tcalls/msg\tCheckAndMutateRow/msg\tMutateRow/msg\tReadRow/msg\tsuperseded %\tcall ms\tbound msg/s\tmsg/s\t")
+			header = true
+		}
+		line := string(k) + "\t"
+		for _, get := range []func(result) float64{
+			result.sinkCallsPerMsg, result.conditionalPerMsg, result.mutateRowPerMsg, result.readsPerMsg,
+			func(r result) float64 { return 100 * r.supersededShare() },
+			result.callMillis, result.callBound, func(r result) float64 { return r.rate },
+		} {
+			vs := values(byKind[k], get)
+			if len(vs) == 0 {
+				line += "-\t"
+				continue
+			}
+			prec := 3
+			if vs[len(vs)-1] >= 100 {
+				prec = 0
+			}
+			line += fmt.Sprintf("%.*f [%.*f–%.*f]\t", prec, median(vs), prec, vs[0], prec, vs[len(vs)-1])
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// orderedRE finds the _ordered_keysK suffix of a connector's name.
+var orderedRE = regexp.MustCompile(`_ordered_keys\d+`)
+
+// printOrdering prints, for each _ordered_keysK connector, its msg/s per
+// ordering key (one key's messages are committed one after another: about
+// 1 / the commit latency of one at most) and its msg/s over the same
+// connector's unordered (the name without _ordered_keysK) when that ran:
+// the ratio of the medians over the rounds where both ran, [min–max] of
+// the per-round ratios.
+func printOrdering(w io.Writer, o options, byKind map[kind][]result) {
+	header := false
+	for _, k := range o.connectors {
+		keys := o.shapes[k].orderingKeys
+		if keys == 0 || len(byKind[k]) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nordering (source.ordering, a key's messages one at a time), medians [min–max] over the rounds:\n")
+			header = true
+		}
+		rates := values(byKind[k], func(r result) float64 { return r.rate })
+		perKey := median(rates) / float64(keys)
+		line := fmt.Sprintf("  %s: %.0f msg/s over %d keys, %.2f msg/s per key (one every %.1f ms)", k, median(rates), keys, perKey, 1000/perKey)
+		unordered := kind(orderedRE.ReplaceAllString(string(k), ""))
+		var per, a, b []float64
+		for _, r := range byKind[k] {
+			for _, u := range byKind[unordered] {
+				if u.round == r.round && u.rate > 0 {
+					a, b = append(a, r.rate), append(b, u.rate)
+					per = append(per, r.rate/u.rate)
+				}
+			}
+		}
+		if len(per) > 0 {
+			slices.Sort(a)
+			slices.Sort(b)
+			slices.Sort(per)
+			line += fmt.Sprintf("; / %s (unordered) msg/s in the same rounds: %.3f [%.3f–%.3f]", unordered, median(a)/median(b), per[0], per[len(per)-1])
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

@@ -60,12 +60,30 @@ type result struct {
 }
 
 // writes are a run's Bigtable row mutations (pubsink_bigtable_mutations_total,
-// every call), read once every message was committed.
+// every call), read once every message was committed, with the sink's
+// calls and what its change rows did.
 type writes struct {
 	known     bool    // the connector exports the counter (an earlier binary may not)
 	state     float64 // rows mutated in the run's state table
 	sink      float64 // rows mutated in the run's sink table
 	committed float64 // messages committed at that scrape
+
+	// callsKnown: the connector observes pubsink_sink_write_seconds (the
+	// naive connector does not).
+	callsKnown bool
+	// sinkCalls are the sink's Bigtable calls: pubsink_sink_write_seconds'
+	// count, one per ApplyBulk of plain rows, one per call (conditional
+	// mutation, mutation, read) of a change row.
+	sinkCalls float64
+	// sinkCallSeconds is pubsink_sink_write_seconds' sum: the calls'
+	// time.
+	sinkCallSeconds float64
+	// sinkConditional and sinkMutateRow are the sink table's
+	// check_and_mutate and mutate_row mutations (one per call).
+	sinkConditional, sinkMutateRow float64
+	// superseded are the rows of committed messages whose change was
+	// superseded (pubsink_row_operations_total{result="superseded"}).
+	superseded float64
 }
 
 // statePerMsg is the state table's row mutations per committed message
@@ -81,6 +99,67 @@ func (w writes) perMsg(rows float64) float64 {
 		return math.NaN()
 	}
 	return rows / max(1, w.committed)
+}
+
+// sinkCallsPerMsg is the sink's Bigtable calls per committed message (NaN
+// when the connector does not time them).
+func (r result) sinkCallsPerMsg() float64 {
+	if !r.writes.callsKnown {
+		return math.NaN()
+	}
+	return r.writes.sinkCalls / max(1, r.writes.committed)
+}
+
+// conditionalPerMsg is the sink's CheckAndMutateRow calls per committed
+// message (NaN when unknown).
+func (r result) conditionalPerMsg() float64 { return r.writes.perMsg(r.writes.sinkConditional) }
+
+// mutateRowPerMsg is the sink's MutateRow calls per committed message (NaN
+// when unknown).
+func (r result) mutateRowPerMsg() float64 { return r.writes.perMsg(r.writes.sinkMutateRow) }
+
+// readsPerMsg is a change connector's ReadRow calls per committed message:
+// its sink calls that mutated nothing (a change row's calls are
+// CheckAndMutateRow, MutateRow or ReadRow). NaN for another connector,
+// whose calls are ApplyBulk's, or when unknown.
+func (r result) readsPerMsg() float64 {
+	if !r.kind.change() || !r.writes.callsKnown || !r.writes.known {
+		return math.NaN()
+	}
+	return max(0, r.writes.sinkCalls-r.writes.sinkConditional-r.writes.sinkMutateRow) / max(1, r.writes.committed)
+}
+
+// callMillis is the mean time of a sink call in milliseconds (NaN when
+// unknown): of a change row's calls, each one round trip.
+func (r result) callMillis() float64 {
+	if !r.writes.callsKnown {
+		return math.NaN()
+	}
+	return r.writes.sinkCallSeconds / r.writes.sinkCalls * 1000
+}
+
+// changeCallsInFlight is how many calls of change rows a pubsink process
+// makes at once (sinks/bigtable's maxChangeCalls): the bound of a change
+// mapping's throughput is that many over the time of a message's calls.
+const changeCallsInFlight = 64
+
+// callBound is the msg/s that changeCallsInFlight calls at once allow a
+// changes_* connector at its calls per message and mean call time (NaN for
+// another connector, or unknown).
+func (r result) callBound() float64 {
+	if !r.kind.change() {
+		return math.NaN()
+	}
+	return changeCallsInFlight / (r.sinkCallsPerMsg() * r.callMillis() / 1000)
+}
+
+// supersededShare is the share of a change connector's rows that were
+// superseded (NaN for another connector).
+func (r result) supersededShare() float64 {
+	if !r.kind.change() || !r.writes.callsKnown {
+		return math.NaN()
+	}
+	return r.writes.superseded / max(1, r.writes.committed*float64(max(1, r.perMsg)))
 }
 
 // cpuPerMillion is CPU seconds per million messages.
@@ -239,10 +318,17 @@ func (b *bench) runWith(ctx context.Context, k kind, round int, prof *profile,
 		res.err = err
 		return res
 	}
-	if res.rows, err = b.countRows(ctx, n.table); err != nil {
+	if k.change() {
+		if res.rows, err = b.checkChanges(ctx, n.table, b.o.shapes[k], b.n, b.epoch); err != nil {
+			res.err = fmt.Errorf("checking the change rows: %w", err)
+			return res
+		}
+	} else if res.rows, err = b.countRows(ctx, n.table); err != nil {
 		res.err = fmt.Errorf("counting rows: %w", err)
-	} else if res.rows != res.msgs*res.perMsg {
-		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, res.msgs*res.perMsg)
+		return res
+	}
+	if want := b.o.shapes[k].rowsFor(res.msgs); res.rows != want {
+		res.err = fmt.Errorf("%d rows in the sink table, want %d", res.rows, want)
 	}
 	return res
 }
@@ -368,7 +454,12 @@ func readEnd(addrs []string, n names) (writes, map[string]*hist) {
 		fmt.Fprintf(os.Stderr, "bench: %s: reading the Bigtable mutations at the end of the run: %v\n", n.suffix, err)
 		return writes{}, nil
 	}
-	return writes{known: m.mutationsSeen, state: m.mutations[n.state], sink: m.mutations[n.table], committed: m.committed}, m.stages
+	return writes{known: m.mutationsSeen, state: m.mutations[n.state], sink: m.mutations[n.table], committed: m.committed,
+		// The naive connector exports the histogram but never observes it:
+		// a run that committed messages made calls.
+		callsKnown: m.sinkCallsSeen && m.sinkCalls > 0, sinkCalls: m.sinkCalls, sinkCallSeconds: m.sinkCallSeconds,
+		sinkConditional: m.byCall[tableCall{n.table, callCheckAndMutate}], sinkMutateRow: m.byCall[tableCall{n.table, callMutateRow}],
+		superseded: m.superseded}, m.stages
 }
 
 // child is a connector process, the leader of its own process group.
@@ -457,9 +548,35 @@ type counts struct {
 	// summed over the calls; mutationsSeen says the counter was there.
 	mutations     map[string]float64
 	mutationsSeen bool
+	// byCall are the same by table and call.
+	byCall map[tableCall]float64
+	// sinkCalls is pubsink_sink_write_seconds_count; sinkCallsSeen says it
+	// was there.
+	sinkCalls     float64
+	sinkCallsSeen bool
+	// sinkCallSeconds is pubsink_sink_write_seconds_sum.
+	sinkCallSeconds float64
+	// superseded are pubsink_row_operations_total's superseded rows,
+	// summed over the operations.
+	superseded float64
 	// stages are pubsink_stage_seconds by stage (empty: not exported).
 	stages map[string]*hist
 }
+
+// tableCall is a series of pubsink_bigtable_mutations_total: a table ID and
+// a call.
+type tableCall struct{ table, call string }
+
+// The calls of pubsink_bigtable_mutations_total that a change row makes
+// (internal/metrics' CallCheckAndMutate and CallMutateRow).
+const (
+	callCheckAndMutate = "check_and_mutate"
+	callMutateRow      = "mutate_row"
+)
+
+// rowOperationsMetric is the prefix of pubsink_row_operations_total's
+// series.
+const rowOperationsMetric = "pubsink_row_operations_total{"
 
 // mutationsMetric is the prefix of pubsink_bigtable_mutations_total's
 // series in the Prometheus text.
@@ -484,6 +601,16 @@ func scrapeAll(addrs []string) (counts, error) {
 			}
 			sum.mutations[t] += v
 		}
+		for tc, v := range c.byCall {
+			if sum.byCall == nil {
+				sum.byCall = map[tableCall]float64{}
+			}
+			sum.byCall[tc] += v
+		}
+		sum.sinkCalls += c.sinkCalls
+		sum.sinkCallSeconds += c.sinkCallSeconds
+		sum.sinkCallsSeen = sum.sinkCallsSeen || c.sinkCallsSeen
+		sum.superseded += c.superseded
 		for s, h := range c.stages {
 			if sum.stages == nil {
 				sum.stages = map[string]*hist{}
@@ -535,13 +662,30 @@ func parseMetrics(r io.Reader) (counts, error) {
 			dst = &c.duplicate
 		case seriesOf(line, "pubsink_dedupe_conditional_claims_total"):
 			dst = &c.conditional
+		case seriesOf(line, "pubsink_sink_write_seconds_count"):
+			dst, c.sinkCallsSeen = &c.sinkCalls, true
+		case seriesOf(line, "pubsink_sink_write_seconds_sum"):
+			dst = &c.sinkCallSeconds
+		case strings.HasPrefix(line, rowOperationsMetric):
+			labels := strings.TrimPrefix(line, rowOperationsMetric)
+			if !ofPipeline(labelValue(labels, "pipeline")) || labelValue(labels, "result") != "superseded" {
+				continue
+			}
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				return c, fmt.Errorf("metrics: %q: %w", line, err)
+			}
+			c.superseded += v
+			continue
 		case strings.HasPrefix(line, mutationsMetric):
-			_, t, ok := strings.Cut(line, `table="`)
-			if t, _, ok = strings.Cut(t, `"`); !ok {
+			labels := strings.TrimPrefix(line, mutationsMetric)
+			t := labelValue(labels, "table")
+			if t == "" {
 				return c, fmt.Errorf("metrics: %q: no table label", line)
 			}
 			if c.mutations == nil {
 				c.mutations = map[string]float64{}
+				c.byCall = map[tableCall]float64{}
 			}
 			c.mutationsSeen = true
 			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
@@ -549,6 +693,7 @@ func parseMetrics(r io.Reader) (counts, error) {
 				return c, fmt.Errorf("metrics: %q: %w", line, err)
 			}
 			c.mutations[t] += v
+			c.byCall[tableCall{t, labelValue(labels, "call")}] += v
 			continue
 		default:
 			continue
@@ -572,6 +717,13 @@ func parseMetrics(r io.Reader) (counts, error) {
 // {pipeline="bench"}, or of a reprocess's, {pipeline="bench~rYYYYMMDDtHHMMSSz"},
 // and captures the metric's name.
 var pipelineSeries = regexp.MustCompile(`^([a-z_]+)\{pipeline="` + pipelineName + `(?:~r[0-9a-z]+)?"\} `)
+
+// ofPipeline reports whether a pipeline label is the bench's pipeline's or
+// a reprocess's of it.
+func ofPipeline(p string) bool {
+	rest, ok := strings.CutPrefix(p, pipelineName)
+	return ok && (rest == "" || strings.HasPrefix(rest, "~r"))
+}
 
 // seriesOf reports whether line is metric's series of the bench's pipeline.
 func seriesOf(line, metric string) bool {
