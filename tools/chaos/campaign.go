@@ -90,15 +90,25 @@ type Options struct {
 	// Skew is the largest clock offset of a replica (replicaOffsets); 0:
 	// every process runs on the host's clock.
 	Skew time.Duration
+	// Changes runs the change pipeline (changePipe) in every process too,
+	// with its workload of Messages/5 changes (changes.go); -mix sets it.
+	Changes bool
 }
+
+// changeConfig sizes the change workload of a campaign with opts.
+func (o Options) changeConfig() ChangeConfig { return ChangeConfig{Changes: o.Messages / 5} }
 
 // pipes are the pipelines a campaign with opts runs; dir is the run
 // directory (where a dead-letter file goes).
 func (o Options) pipes(dir string) []PipeSpec {
+	out := []PipeSpec{defaultPipe}
 	if o.Mix {
-		return mixPipes(dir)
+		out = mixPipes(dir)
 	}
-	return []PipeSpec{defaultPipe}
+	if o.Changes {
+		out = append(out, changePipe(dir))
+	}
+	return out
 }
 
 // pipeState is what the campaign collects of one pipeline under test; the
@@ -166,6 +176,13 @@ type campaign struct {
 	orphaned     []int        // gated steps dropped: their original was dead-lettered
 	deadLettered map[int]bool // records with a dead-letter copy in the first pipeline's output
 	pendingCat   atomic.Int64 // gated dups and replays waiting for a commit
+
+	// The change workload (with Options.Changes; chg nil without): its
+	// plan, what became of each of its messages, and its base event time,
+	// fixed when publishing starts.
+	chg      *ChangePlan
+	chgSteps []published
+	chgBase  time.Time
 }
 
 // replica is one slot of -replicas: the HTTP address and the environment
@@ -209,6 +226,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	c.sched = NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall, Replicas: opts.Replicas})
 	c.steps = make([]published, len(c.plan.Steps))
 	c.recs = make([]recRuntime, len(c.plan.Records))
+	if opts.Changes {
+		c.chg = NewChangePlan(opts.Seed, opts.changeConfig())
+		c.chgSteps = make([]published, len(c.chg.Steps))
+	}
 	for _, p := range opts.pipes(opts.Dir) {
 		c.pipes = append(c.pipes, &pipeState{spec: p})
 	}
@@ -217,6 +238,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := &Report{Results: results, Faults: c.faultLog, Workload: c.plan.Summary()}
+	if c.chg != nil {
+		r.Workload += "\nchanges: " + c.chg.Summary()
+	}
 	for _, g := range c.gens {
 		line := fmt.Sprintf("%s: started +%.1fs", g.child.name(), g.startedAt.Seconds())
 		if g.offset != 0 {
@@ -258,6 +282,13 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	t0 := time.Now()
 	var g errgroup.Group
 	g.Go(func() error { return c.publish(ctx, t0) })
+	if c.chg != nil {
+		c.logf("changes: %s", c.chg.Summary())
+		c.mu.Lock()
+		c.chgBase = chgBaseOf(t0)
+		c.mu.Unlock()
+		g.Go(func() error { return c.publishChanges(ctx, t0) })
+	}
 	g.Go(func() error { c.runFaults(ctx, t0); return nil })
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -273,9 +304,15 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	stopObservers()
 	observers.Wait()
 	rows := make([]map[string]map[string][]cell, len(c.pipes))
+	var chgTables map[string]map[string]chgRow
 	for i, p := range c.pipes {
 		var err error
-		if rows[i], err = c.readRows(ctx, p.spec.Table); err != nil {
+		if p.spec.Changes {
+			chgTables, err = c.readChangeTables(ctx)
+		} else {
+			rows[i], err = c.readRows(ctx, p.spec.Table)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -286,16 +323,25 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	for _, o := range c.offsets {
 		skew = max(skew, o, -o)
 	}
-	obs := make([]*Observed, len(c.pipes))
+	var obs []*Observed
+	var chg []*ChangeObserved
 	for i, p := range c.pipes {
-		obs[i] = &Observed{
+		if p.spec.Changes {
+			chg = append(chg, &ChangeObserved{
+				Begin: c.begin, Pipe: p.spec, Plan: c.chg, Base: c.chgBase, Steps: c.chgSteps, Tables: chgTables, Copies: p.copies,
+				Malformed: p.malformed, LeftMain: left[i][0], Gens: c.gensOf(i), Final: final[i], FinalOK: finalOK, Skew: skew,
+				Disruptions: c.disrupted, Kills: c.kills,
+			})
+			continue
+		}
+		obs = append(obs, &Observed{
 			Begin: c.begin, Replicas: len(c.replicas), Pipe: p.spec, Skew: skew, Plan: c.plan, Steps: c.steps, Recs: c.recs, Rows: rows[i], Copies: p.copies,
 			Malformed: p.malformed, LeftMain: left[i][0], LeftTracking: left[i][1], Stored: p.stored, Gens: c.gensOf(i),
 			Final: final[i], FinalOK: finalOK, Terms: c.terms, Unexpected: c.unexpected, NotReady: c.notReady,
 			GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, Resets: c.resets, Kills: c.kills, Stops: c.stops, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
-		}
+		})
 	}
-	return CheckAll(obs), nil
+	return CheckAll(obs, chg...), nil
 }
 
 // gensOf returns the records of pipeline i in every process: the process's
@@ -832,8 +878,8 @@ func (c *campaign) gate(i int) gateState {
 		}
 		return gateWait
 	}
-	for _, p := range c.pipes { // a late record: once every pipeline stored a watermark
-		if p.stored.samples == 0 {
+	for _, p := range c.pipes { // a late record: once every pipeline with a watermark stored one
+		if p.spec.Tracking != "" && p.stored.samples == 0 {
 			return gateWait
 		}
 	}
@@ -888,6 +934,9 @@ func (c *campaign) sampleStored(ctx context.Context) {
 	tbl := c.bigtable.Open(stateTable)
 	for sleep(ctx, 500*time.Millisecond) {
 		for _, p := range c.pipes {
+			if p.spec.Tracking == "" {
+				continue // no watermark
+			}
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			row, err := tbl.ReadRow(rctx, state.WatermarkRow(p.spec.Name), bigtable.RowFilter(bigtable.LatestNFilter(1)))
 			cancel()
@@ -1201,6 +1250,9 @@ func (c *campaign) storedAdvanced() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.pipes {
+		if p.spec.Tracking == "" {
+			continue // no watermark
+		}
 		if p.stored.samples == 0 || !p.stored.last.After(p.stored.first) {
 			return false
 		}
@@ -1285,6 +1337,9 @@ func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
 }
 
 func (c *campaign) missingOf(ctx context.Context, p *pipeState) (int, error) {
+	if p.spec.Changes {
+		return c.missingChanges(ctx, p)
+	}
 	versions := map[string]int{} // row key → versions of data
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -1368,6 +1423,9 @@ func (c *campaign) leftovers(ctx context.Context) [][2]int {
 	c.logf("waiting %v for leases to expire, then pulling both subscriptions", lease)
 	sleep(ctx, lease)
 	count := func(sub string) int {
+		if sub == "" {
+			return 0 // no tracking subscription
+		}
 		seen := map[string]bool{}
 		for range 2 {
 			msgs, _, err := c.pull(ctx, sub, 1000)

@@ -817,23 +817,36 @@ func TestCheckToleratesWhatTheMixAllows(t *testing.T) {
 // for the default pipeline and for the mix, and each pipeline says what
 // its spec does.
 func TestTheConfigurationsAreValid(t *testing.T) {
-	for _, pipes := range [][]PipeSpec{{defaultPipe}, mixPipes(t.TempDir())} {
+	dir := t.TempDir()
+	for _, pipes := range [][]PipeSpec{{defaultPipe}, Options{Mix: true, Changes: true}.pipes(dir), Options{Changes: true}.pipes(dir)} {
 		cfg, err := config.Parse([]byte(configYAML("127.0.0.1:1", pipes)))
 		if err != nil {
 			t.Fatalf("%v:\n%s", err, configYAML("127.0.0.1:1", pipes))
 		}
 		for i, p := range pipes {
 			pc := cfg.Pipelines[i]
-			if pc.Name != p.Name || pc.Mode != p.Mode || pc.Watermark.LateData != p.Late || deadletter.Kind(pc.DeadLetter) != p.Output ||
+			if pc.Name != p.Name || pc.Mode != p.Mode || (!p.Changes && pc.Watermark.LateData != p.Late) || deadletter.Kind(pc.DeadLetter) != p.Output ||
 				pc.Source.Subscription != p.Sub || pc.Source.TrackingSubscription != p.Tracking || pc.Sink.Table != p.Table {
 				t.Errorf("pipeline %d: %+v, want %s", i, pc, p)
+			}
+			if p.Changes {
+				var tables []string
+				for _, m := range changeMappings {
+					tables = append(tables, m.Table)
+				}
+				if got := pc.Sink.ChangeTables(); !slices.Equal(got, tables) || pc.Source.Topic != changeTopic || pc.Sink.TombstoneFamily != chgTombFamily {
+					t.Errorf("the change pipeline writes change tables %q (want %q), reads %s, tombstones in %s", got, tables, pc.Source.Topic, pc.Sink.TombstoneFamily)
+				}
 			}
 		}
 	}
 	// Every pipeline of the mix has resources of its own.
 	seen := map[string]bool{}
-	for _, p := range mixPipes("dir") {
+	for _, p := range (Options{Mix: true, Changes: true}).pipes("dir") {
 		for _, r := range []string{p.Sub, p.Tracking, p.Table} {
+			if r == "" {
+				continue // the change pipeline has no tracking subscription
+			}
 			if seen[r] {
 				t.Errorf("%s is used twice", r)
 			}
@@ -876,12 +889,13 @@ func TestDryRunOfTheMix(t *testing.T) {
 	}
 	plain, mix := dry(), dry("-mix")
 	for _, want := range []string{"eo_table (exactly_once, late_data: accept, dead-letter bigtable_table", "alo_file (at_least_once, late_data: drop, dead-letter file",
-		"clock offsets: replica 1 +2s, replica 2 0s, replica 3 -2s"} {
+		"changes (at_least_once, change mappings: upsert chaos_chg_upsert, replace_if_newer chaos_chg_replace; no watermark; dead-letter file chg-dlq.jsonl)",
+		"\nchanges: 98 keys", "clock offsets: replica 1 +2s, replica 2 0s, replica 3 -2s"} {
 		if !strings.Contains(mix, want) {
 			t.Errorf("the -mix plan does not say %q:\n%s", want, mix)
 		}
 	}
-	if strings.Contains(plain, "clock offsets") || !strings.Contains(plain, "chaos (exactly_once, late_data: dead_letter, dead-letter topic") {
+	if strings.Contains(plain, "clock offsets") || strings.Contains(plain, "changes") || !strings.Contains(plain, "chaos (exactly_once, late_data: dead_letter, dead-letter topic") {
 		t.Errorf("the default plan:\n%s", plain)
 	}
 	if !strings.Contains(dry("-mix", "-skew", "0"), "pipelines:") || strings.Contains(dry("-mix", "-skew", "0"), "clock offsets") {
@@ -890,6 +904,13 @@ func TestDryRunOfTheMix(t *testing.T) {
 	after := func(s string) string { return s[strings.Index(s, "faults:"):] }
 	if after(plain) != after(mix) {
 		t.Errorf("-mix changed the faults:\n%s\n%s", after(plain), after(mix))
+	}
+	workload := func(s string) string {
+		i := strings.Index(s, "workload:")
+		return s[i : i+strings.IndexByte(s[i:], '\n')]
+	}
+	if workload(plain) != workload(mix) {
+		t.Errorf("-mix (and its change workload) changed the workload:\n%s\n%s", workload(plain), workload(mix))
 	}
 	if !strings.Contains(plain, "pubsub-stall for ") {
 		t.Errorf("no Pub/Sub stall in the -short plan:\n%s", plain)

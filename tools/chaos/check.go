@@ -325,8 +325,9 @@ func Check(o *Observed) []Result { return CheckAll([]*Observed{o}) }
 // processes): the workload's and the processes' rows once, every other
 // row for each pipeline, prefixed with "[NAME] " when there are several.
 // What a row expects follows the pipeline's mode, late-data policy and
-// output (doc.go, "Invariants" and "Mixed campaign").
-func CheckAll(obs []*Observed) []Result {
+// output (doc.go, "Invariants" and "Mixed campaign"). The change
+// pipeline's rows, if it ran (chg), come before the processes' rows.
+func CheckAll(obs []*Observed, chg ...*ChangeObserved) []Result {
 	var out []Result
 	out = append(out, checkWorkload(obs[0])...)
 	for _, o := range obs {
@@ -342,6 +343,9 @@ func CheckAll(obs []*Observed) []Result {
 			}
 		}
 		out = append(out, rs...)
+	}
+	for _, o := range chg {
+		out = append(out, CheckChanges(o)...)
 	}
 	out = append(out, checkProcesses(obs[0])...)
 	return out

@@ -207,7 +207,12 @@ func statusOf(sts []Status, pipeline string) (Status, bool) {
 type Counters struct {
 	Received, Committed, Duplicate, Late, Dropped, Retried, InFlight float64
 	DeadLettered                                                     map[string]float64 // by reason
-	At                                                               time.Time
+	// Rows is pubsink_rows_committed_total; Ops is
+	// pubsink_row_operations_total by "OPERATION/RESULT" (nil until one is
+	// read).
+	Rows float64
+	Ops  map[string]float64
+	At   time.Time
 }
 
 // DeadLetteredTotal is the sum over reasons.
@@ -230,6 +235,13 @@ func (c *Counters) add(o Counters) {
 	c.InFlight += o.InFlight
 	for r, n := range o.DeadLettered {
 		c.DeadLettered[r] += n
+	}
+	c.Rows += o.Rows
+	for k, n := range o.Ops {
+		if c.Ops == nil {
+			c.Ops = map[string]float64{}
+		}
+		c.Ops[k] += n
 	}
 }
 
@@ -281,6 +293,13 @@ func parseCounters(text, pipeline string) (Counters, error) {
 			c.InFlight = v
 		case "pubsink_messages_dead_lettered_total":
 			c.DeadLettered[labels["reason"]] = v
+		case "pubsink_rows_committed_total":
+			c.Rows = v
+		case "pubsink_row_operations_total":
+			if c.Ops == nil {
+				c.Ops = map[string]float64{}
+			}
+			c.Ops[labels["operation"]+"/"+labels["result"]] = v
 		default:
 			found--
 		}

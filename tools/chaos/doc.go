@@ -9,7 +9,7 @@
 //	go run ./tools/chaos -seed 4242                       # a release campaign: 50,000 messages, 24 faults
 //	go run ./tools/chaos -seed S -n N -duration D         # any size
 //	go run ./tools/chaos -short -replicas 3 -seed S       # three pubsink processes on one pipeline
-//	go run ./tools/chaos -short -mix -replicas 3 -seed S  # two pipelines in each of three processes, clocks skewed
+//	go run ./tools/chaos -short -mix -replicas 3 -seed S  # two pipelines in each of three processes, clocks skewed, and the change stream
 //
 // It owns nothing of pubsink; it drives the binary as a child process, as
 // an operator would. The emulators are internal/testenv/emulator, the proxies
@@ -28,7 +28,11 @@
 //	              replicas); each kill or term hits one of them (see "Replicas")
 //	-mix          run two pipelines in every process instead of the default one: exactly_once with a
 //	              dead-letter table and late_data: accept, at_least_once with a dead-letter file and
-//	              late_data: drop (see "Mixed campaign"); with the replicas' clocks skewed
+//	              late_data: drop (see "Mixed campaign"); with the replicas' clocks skewed, and the
+//	              change pipeline beside them (-changes)
+//	-changes      also run the change pipeline in every process, with a workload of its own of about
+//	              n/5 changes on its own topic, held to the model of its changes applied in event-time
+//	              order (see "Change stream"); on with -mix
 //	-skew D       largest clock offset of a replica, spread evenly from +D (the first) to -D (the
 //	              last); one process gets +D (default 2s with -mix, else 0; at most 1m; see "Clock skew")
 //	-dir DIR      run directory (default: a new temporary one, removed when every invariant holds)
@@ -87,7 +91,8 @@
 // in the data: a record that should be a row shows up as a late copy.
 // With -mix two other pipelines, configured alike but for their mode,
 // late-data policy and dead-letter output, run in every process instead
-// (see "Mixed campaign").
+// (see "Mixed campaign"); with -changes or -mix the change pipeline runs
+// beside them, on a topic of its own (see "Change stream").
 //
 // # Workload
 //
@@ -355,7 +360,87 @@
 // file keeps every copy, and the extra copies row applies as to a topic.
 // Each pipeline reads with 2 streams, and the tracker with 4, so that six
 // pipelines in three processes stay within what the Pub/Sub emulator
-// serves on two cores.
+// serves on two cores. -mix runs the change pipeline beside them (see
+// "Change stream").
+//
+// # Change stream
+//
+// -changes (and -mix) adds a third kind of pipeline to every process: a
+// change stream (docs/reference.md, "Changes"), with a topic, a
+// subscription and a workload of its own, so that the other pipelines and
+// their invariants are untouched. The pipeline, changes, is at_least_once
+// (every redelivery and publisher duplicate reaches the sink again), has
+// no tracking subscription (no watermark: a change is never late), a
+// dead-letter file chg-dlq.jsonl and two change mappings of every message,
+// each a table of its own that `pubsink setup` creates with the tombstone
+// family tomb (sink.tombstone_family; max age 48h):
+//
+//	chaos_chg_upsert   write_mode upsert
+//	chaos_chg_replace  write_mode replace_if_newer
+//
+// Both key rows by data.key, take the op from data.op through a CEL map
+// (c, r, u: set; d: delete; f: delete_family; x: delete_columns), have
+// columns a and c (strings with escapes and non-ASCII) and b (a number),
+// on_missing: skip with c: delete, and delete_columns [b]; the cell time
+// is the event time (attribute ts, in milliseconds).
+//
+// The workload (about n/5 changes, from a PCG stream of its own: the
+// record workload and the fault schedule of a seed are the same with or
+// without it) is a set of keys, each with 2 to 8 changes (a twentieth, hot
+// keys, 20 to 40) at distinct event times, 1 ms to 3 s apart (a fifth
+// exactly 1 ms: replace_if_newer's tombstone at T − 1 ms), an hour before
+// the run: a first insert, then sets (a re-insert after a delete), deletes,
+// delete_family and delete_columns; each column of a set missing one time
+// in four, as an absent member or null. A tenth of the changes are
+// published twice (a publisher duplicate: the same data and attributes, a
+// new message ID), and one change in fifty is poison, a code that is no
+// operation (t, at a key of the workload), which the op expression fails
+// on (no such key): dead-lettered expression_failed. Every message is
+// published shuffled, so a key's changes arrive in any order; a fifth of
+// the keys have all their messages published at once, in one burst, so
+// that the replicas apply them to one row at the same moment (conditional
+// writes that race); the rest go in bursts of 1 to 12 paced over the
+// workload's duration. Every fault of the schedule hits it as it hits the
+// others: it runs in the same processes, through the same proxies.
+//
+// The model applies each key's published changes in event-time order:
+// upsert, each column holds the value of the newest change that touched
+// it, if that was a set carrying it (a set touches the columns it carries,
+// and c when it lacks it; delete and delete_family touch every column,
+// delete_columns b); replace_if_newer, the newest set's columns, unless a
+// delete or delete_family is newer, less b if a delete_columns is newer.
+// TestTheChangeMappingMakesWhatTheModelReads maps every message of a plan
+// with pubsink's mapper to pin what the model assumes of the rows.
+//
+//	invariant                                                      class
+//	change publishes that failed: none                             exact
+//	each table, every key: the row equals the model (every data
+//	  cell's value and time, one version; no other data cell, no
+//	  data cell where the model deleted the row; no other family)  exact
+//	each table, every key deleted: its newest delete or
+//	  delete_family left its tombstone (* or d, empty) at its time exact
+//	each table: no row of a key the workload does not have         exact
+//	every poison message (per message ID) has a copy               exact
+//	every copy: expression_failed, data and attributes kept       exact
+//	no copy of anything else                                       exact
+//	extra copies (as in "Extra copies"); torn lines <= SIGKILLs    bounded
+//	nothing left on the subscription                               exact
+//	each final process: received - retried = committed + duplicate
+//	  + dead-lettered + dropped; none in flight                    exact
+//	each final process: Σ pubsink_row_operations_total =
+//	  pubsink_rows_committed_total                                 exact
+//	each final process: rows committed = 2 x messages committed    exact
+//	sum of duplicate, dropped and late over processes = 0          exact
+//	sum of dead-lettered per reason <= copies with that reason     bounded
+//	rows by operation and result, missing values by policy, cells
+//	  superseded (sums of the processes' last /status)             info
+//
+// A row that differs prints the key, what the model says (each column's
+// value and the change, #seq, whose time it carries), what the table holds
+// (every cell of every family, its time named by the key's change at that
+// time) and the key's changes in event-time order. Settling waits until
+// every key of both tables equals the model and every poison message has
+// its copy.
 //
 // # Clock skew
 //
@@ -392,8 +477,9 @@
 // between the +2s, 0 and -2s replicas).
 //
 // CI runs -short with seed 1796098390, -short -replicas 3 with the same
-// seed, and -short -mix -replicas 3 with the same seed (about 2.5 minutes
-// each). Before a release, also run
+// seed, and -short -mix -replicas 3 with the same seed, the change stream
+// included (about 2.5 minutes each; the change stream adds a few seconds
+// to the mixed campaign). Before a release, also run
 //
 //	go run ./tools/chaos -seed 20261202 -n 20000 -duration 3m -replicas 3 -mix
 //

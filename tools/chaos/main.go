@@ -43,7 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the run directory even when every invariant holds")
 	binary := fs.String("binary", "", "a built pubsink binary to run (default: build this module's)")
 	dryRun := fs.Bool("dry-run", false, "print the workload and the fault schedule of the seed, and run nothing")
-	mix := fs.Bool("mix", false, "run two pipelines in every process (exactly_once with a dead-letter table and late_data: accept; at_least_once with a dead-letter file and late_data: drop) instead of the default one, with the replicas' clocks skewed")
+	mix := fs.Bool("mix", false, "run two pipelines in every process (exactly_once with a dead-letter table and late_data: accept; at_least_once with a dead-letter file and late_data: drop) instead of the default one, with the replicas' clocks skewed, and the change pipeline beside them")
+	changes := fs.Bool("changes", false, "also run the change pipeline (two change mappings, upsert and replace_if_newer) with its own workload of changes (n/5), held to the model of its changes applied in event-time order (on with -mix)")
 	skew := fs.Duration("skew", -1, "largest clock offset of a replica, spread from +D to -D over the replicas (default 2s with -mix, else 0)")
 	tolerate := fs.Bool("tolerate-late-after-fault", false, "a diagnostic: count on-time records dead-lettered as late after a restart or Pub/Sub reset in a row of their own instead of failing the run")
 	if err := fs.Parse(args); err != nil {
@@ -54,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate, Mix: *mix}
+	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate, Mix: *mix, Changes: *changes || *mix}
 	if *short {
 		opts.Messages, opts.Duration, opts.MaxStall, opts.BigPayloads, opts.Settle = 3000, 60*time.Second, 10*time.Second, 2, 90*time.Second
 	}
@@ -105,6 +106,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if opts.Mix {
 		rerun += " -mix"
+	} else if opts.Changes {
+		rerun += " -changes"
 	}
 	if *skew >= 0 {
 		rerun += fmt.Sprintf(" -skew %v", opts.Skew)
@@ -157,7 +160,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 // printPlan writes what the seed would do.
 func printPlan(w io.Writer, opts Options) {
 	p := NewPlan(opts.Seed, WorkloadConfig{Messages: opts.Messages, BigPayloads: opts.BigPayloads, LateBursts: opts.LateBursts, Band: band})
-	fmt.Fprintf(w, "seed %d: %d messages over %v%s\nworkload: %s\n%sfaults:\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), p.Summary(), setupText(opts))
+	fmt.Fprintf(w, "seed %d: %d messages over %v%s\nworkload: %s\n", opts.Seed, opts.Messages, opts.Duration, replicasText(opts.Replicas), p.Summary())
+	if opts.Changes {
+		fmt.Fprintf(w, "changes: %s\n", NewChangePlan(opts.Seed, opts.changeConfig()).Summary())
+	}
+	fmt.Fprintf(w, "%sfaults:\n", setupText(opts))
 	for i, f := range NewSchedule(opts.Seed, FaultConfig{Count: opts.Faults, Duration: opts.Duration, MaxStall: opts.MaxStall, Replicas: opts.Replicas}) {
 		fmt.Fprintf(w, "  %2d  not before +%v  %s\n", i+1, f.At.Round(100*time.Millisecond), f)
 	}

@@ -35,6 +35,12 @@ type PipeSpec struct {
 	DLTable              string // KindTable, in the state instance
 	DLFile               string // KindFile, a path in the run directory
 	Streams              int
+	// Changes marks the change pipeline (changePipe): it reads Topic, the
+	// change workload's own, applies its changes with the change mappings
+	// of changeMappings (Table is the first's) and has no tracking
+	// subscription; CheckChanges holds it to the model.
+	Changes bool
+	Topic   string
 }
 
 // ExactlyOnce reports whether the pipeline dedupes.
@@ -48,6 +54,13 @@ func (p PipeSpec) String() string {
 		out = p.DLTable
 	case deadletter.KindFile:
 		out = filepath.Base(p.DLFile)
+	}
+	if p.Changes {
+		var ms []string
+		for _, m := range changeMappings {
+			ms = append(ms, m.Mode+" "+m.Table)
+		}
+		return fmt.Sprintf("%s (%s, change mappings: %s; no watermark; dead-letter %s %s)", p.Name, p.Mode, strings.Join(ms, ", "), p.Output, out)
 	}
 	return fmt.Sprintf("%s (%s, late_data: %s, dead-letter %s %s)", p.Name, p.Mode, p.Late, p.Output, out)
 }
@@ -93,6 +106,10 @@ state: {instance: %s, table: %s}
 pipelines:
 `, project, addr, shutdownTimeout, instance, stateTable)
 	for _, p := range pipes {
+		if p.Changes {
+			b.WriteString(changePipeYAML(p))
+			continue
+		}
 		fmt.Fprintf(&b, `  - name: %s
     mode: %s
     source:
