@@ -393,7 +393,12 @@ func (s *Sink) setPlan(cr *changeRow, cells []sinks.Cell, deletes []string) (pre
 		}
 		onFalse.Set(f, c.Column, cr.ts, c.Value)
 	}
-	s.deleteColumns(onFalse, cr, deletes)
+	if cr.row.Change.Mode != sinks.ModeInsert {
+		// An insert's deletes are its cells not set: the family it
+		// writes holds nothing older to delete, and a tombstone would
+		// cover an earlier insert that arrives later and wins the row.
+		s.deleteColumns(onFalse, cr, deletes)
+	}
 	return pred, onTrue, onFalse
 }
 

@@ -79,7 +79,8 @@
 //     (an earlier insert won) or a covering tombstone; when it finds none,
 //     the family's later cells (a later insert's) are deleted and the row set
 //     at T: the earliest insert wins. An insert dropped for an earlier one
-//     is dropped for good.
+//     is dropped for good. Its Change.Delete columns are only left unset
+//     (no tombstone: it would cover the earlier insert's cells).
 //   - set, replace_if_newer: the predicate finds a newer cell of the family
 //     or a covering tombstone; when it finds none, the family is deleted, its
 //     tombstone set at T − 1 ms (so that an older change arriving later
