@@ -42,7 +42,7 @@ func TestExitCodes(t *testing.T) {
 		{"validate accepts a good file", []string{"validate", "-c", good}, exitOK, "ok (1 pipelines)"},
 		{"validate prints every problem and exits 2", []string{"validate", "--config", bad}, exitUsage, "pipelines[0].sink.colums: unknown key"},
 		{"validate of a missing file exits 2", []string{"validate", "-c", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
-		{"the examples validate", []string{"validate", "-c", "examples.yaml"}, exitOK, "ok (2 pipelines)"},
+		{"the examples validate", []string{"validate", "-c", "examples.yaml"}, exitOK, "ok (3 pipelines)"},
 		{"validate refuses a dead-letter file in a missing directory", []string{"validate", "-c", noDir}, exitUsage, "pipelines[0].dead_letter.file: directory"},
 	}
 	for _, c := range cases {

@@ -115,10 +115,10 @@ func TestExamplesFileIsValid(t *testing.T) {
 	if ws := Warnings(cfg, data); len(ws) > 0 {
 		t.Errorf("examples.yaml, which users copy, has warnings:\n%v", ws)
 	}
-	if len(cfg.Pipelines) != 2 {
-		t.Fatalf("examples.yaml has %d pipelines, want orders and clicks", len(cfg.Pipelines))
+	if len(cfg.Pipelines) != 3 {
+		t.Fatalf("examples.yaml has %d pipelines, want orders, clicks and customers", len(cfg.Pipelines))
 	}
-	orders, clicks := cfg.Pipelines[0], cfg.Pipelines[1]
+	orders, clicks, customers := cfg.Pipelines[0], cfg.Pipelines[1], cfg.Pipelines[2]
 	if cfg.Project != "my-project" || cfg.State.Instance != "my-instance" {
 		t.Errorf("${VAR:-default} gave project %q, instance %q", cfg.Project, cfg.State.Instance)
 	}
@@ -129,6 +129,11 @@ func TestExamplesFileIsValid(t *testing.T) {
 	}
 	if clicks.ExactlyOnce() || clicks.Sink.RowKey != "{attributes.user_id}#{message_id}" || clicks.DeadLetter.File == "" {
 		t.Errorf("clicks is not the documented pipeline: %+v", clicks)
+	}
+	if !customers.ExactlyOnce() || !customers.Source.Ordering || customers.Source.TimestampTemplate != "{data.source.ts_ms}" ||
+		customers.Sink.WriteMode != WriteReplaceIfNewer || customers.Sink.OnMissing != MissingSkip || customers.Filter == "" ||
+		customers.Sink.Op != "data.op == 'd' ? 'delete' : 'set'" || len(customers.Sink.ChangeTables()) != 1 {
+		t.Errorf("customers is not the documented Debezium pipeline: %+v", customers)
 	}
 	if orders.Sink.Instance != cfg.State.Instance {
 		t.Errorf("orders sink instance = %q, want state.instance %q", orders.Sink.Instance, cfg.State.Instance)
