@@ -193,7 +193,7 @@ func New(client *cbt.Client, log *zap.Logger, cfg config.Sink, m *Metrics) *Sink
 	// The calls of change rows run on goroutines whose stacks have grown
 	// already, not on the Pub/Sub client's, which start small for each
 	// message (see entry).
-	s.calls = warm.New(maxChangeCalls, 0)
+	s.calls = warm.New(MaxChangeCalls, 0)
 	if m != nil {
 		s.metrics = *m
 	}

@@ -42,14 +42,14 @@ func columnTombstone(family, column string) string { return family + ":" + colum
 // the read and the write. Past it the row is retried as a transient failure.
 const maxRounds = 8
 
-// maxChangeCalls bounds the change rows being applied at once by one sink:
+// MaxChangeCalls bounds the change rows being applied at once by one sink:
 // they are one call each, on the goroutines of a warm pool (see New), whose
 // grown stacks it bounds too (a few MiB at most). A change row is not
 // batched, so its rate is this bound over a call's latency: at 64 the
 // bench's change connectors ran within 10% of 64 / 12 ms on a loaded
 // emulator, waiting for a slot; 256 leaves the pipeline's flow control
 // (1,000 messages by default) to be the bound, as it is for plain rows.
-const maxChangeCalls = 256
+const MaxChangeCalls = 256
 
 // changeRow is one row of a message that holds a change row, checked.
 type changeRow struct {

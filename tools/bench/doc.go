@@ -97,8 +97,8 @@
 // share of its rows superseded (pubsink_row_operations_total{result=
 // "superseded"}: a set that a newer change or a tombstone held, or an
 // earlier insert); the mean time of a call (the histogram's sum over its
-// count), and the msg/s that 64 calls at once (a process's limit on the
-// calls of change rows, sinks/bigtable's maxChangeCalls) allow at those
+// count), and the msg/s that MaxChangeCalls calls at once (a process's limit on the
+// calls of change rows, sinks/bigtable's MaxChangeCalls) allow at those
 // calls per message and that call time: near the measured msg/s, the calls
 // in flight bound the connector. Each run's line has the calls too.
 //

@@ -370,7 +370,7 @@ func printSharedThroughput(w io.Writer, o options, byKind map[kind][]result) {
 // conditional mutations (CheckAndMutateRow), the unconditional ones
 // (MutateRow), the reads (ReadRow: the calls that mutated nothing), the
 // share of its rows that were superseded (a newer change or a tombstone
-// held them), the mean time of a call, and the msg/s that 64 calls at once
+// held them), the mean time of a call, and the msg/s that MaxChangeCalls calls at once
 // allow at those: where a conditional mode's calls go and what bounds it.
 func printChanges(w io.Writer, o options, byKind map[kind][]result) {
 	header := false

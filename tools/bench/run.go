@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pubsink/pubsink/sinks/bigtable"
 )
 
 // scrapeEvery is how often the bench reads a connector's /metrics. A
@@ -141,7 +143,7 @@ func (r result) callMillis() float64 {
 // changeCallsInFlight is how many calls of change rows a pubsink process
 // makes at once (sinks/bigtable's maxChangeCalls): the bound of a change
 // mapping's throughput is that many over the time of a message's calls.
-const changeCallsInFlight = 64
+const changeCallsInFlight = bigtable.MaxChangeCalls
 
 // callBound is the msg/s that changeCallsInFlight calls at once allow a
 // changes_* connector at its calls per message and mean call time (NaN for
