@@ -141,7 +141,7 @@ func TestChangesOfCommittedMessagesAreCounted(t *testing.T) {
 # HELP pubsink_cells_superseded_total Cells of committed messages' set rows that were not written because the row held a newer cell or a tombstone covered them.
 # TYPE pubsink_cells_superseded_total counter
 pubsink_cells_superseded_total{pipeline="orders"} 3
-# HELP pubsink_missing_values_total Columns of committed messages' rows whose value was missing, by the missing-value policy that applied (skip, empty, delete).
+# HELP pubsink_missing_values_total Columns of committed messages whose value was missing, by the missing-value policy that applied (skip, empty, delete); a plain row left with no cell, and so not made, counts its columns too.
 # TYPE pubsink_missing_values_total counter
 pubsink_missing_values_total{pipeline="orders",policy="delete"} 2
 pubsink_missing_values_total{pipeline="orders",policy="empty"} 1
@@ -217,7 +217,7 @@ func TestPlainRowsAreSetAndApplied(t *testing.T) {
 # HELP pubsink_cells_superseded_total Cells of committed messages' set rows that were not written because the row held a newer cell or a tombstone covered them.
 # TYPE pubsink_cells_superseded_total counter
 pubsink_cells_superseded_total{pipeline="orders"} 0
-# HELP pubsink_missing_values_total Columns of committed messages' rows whose value was missing, by the missing-value policy that applied (skip, empty, delete).
+# HELP pubsink_missing_values_total Columns of committed messages whose value was missing, by the missing-value policy that applied (skip, empty, delete); a plain row left with no cell, and so not made, counts its columns too.
 # TYPE pubsink_missing_values_total counter
 pubsink_missing_values_total{pipeline="orders",policy="delete"} 0
 pubsink_missing_values_total{pipeline="orders",policy="empty"} 0
