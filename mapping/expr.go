@@ -36,7 +36,9 @@ import (
 // Variables:
 //
 //	attributes    map(string, string)  the message's attributes
-//	data          dyn                  the decoded payload (value.go's model)
+//	data          dyn                  the decoded payload (value.go's model); with
+//	                                   a schema, also checked against its types
+//	                                   (schematypes.go), never evaluated by them
 //	message_id    string
 //	publish_time  timestamp
 //	event_time    timestamp            not in the expression that computes it

@@ -3,6 +3,7 @@ package mapping
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -176,5 +177,45 @@ func TestRuntimeOverloadErrorNamesOperatorAndTypes(t *testing.T) {
 		if !errors.As(err, &bad) || !errors.Is(err, template.ErrExpression) {
 			t.Errorf("%s: %v is not an expression's bad input", c.expr, err)
 		}
+	}
+}
+
+// TestCheckRevision: a topic-schema pipeline checked against one revision,
+// Avro or Protocol Buffers, finds what it finds against the same schema as
+// a file; a revision that does not compile is the error.
+func TestCheckRevision(t *testing.T) {
+	cfg := typedConfig(config.FormatAvro, config.SchemaTopic, "", "data.knd == 'x'", config.Mapping{RowKey: "{data.reading_id}", Columns: map[string]string{"t": "{data.temprature_c}"}})
+	avsc, err := os.ReadFile("testdata/avro/typed.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := CheckRevision(cfg, source.Schema{Name: "projects/p/schemas/s", Revision: "r1", Type: "avro", Definition: string(avsc)})
+	want := []string{
+		`filter: 1:5: no field "knd" in record Reading; did you mean "kind"?`,
+		`sink.columns.t: {data.temprature_c}: no field "temprature_c" in record Reading; did you mean "temperature_c"?`,
+	}
+	if err != nil || len(ps) != len(want) {
+		t.Fatalf("CheckRevision = %v, %v; want %d problems", ps, err, len(want))
+	}
+	for i, p := range ps {
+		if p.String() != want[i] {
+			t.Errorf("problem %d: %q, want %q", i, p.String(), want[i])
+		}
+	}
+
+	proto := `syntax = "proto3"; package acme; message Reading { string reading_id = 1; double temperature_c = 2; }`
+	cfg.Payload.Format = config.FormatProtobuf
+	cfg.Filter = "data.temperature_c * 2 > 1.0"
+	cfg.Sink.Columns = map[string]string{"t": "{data.temperature_c}"}
+	ps, err = CheckRevision(cfg, source.Schema{Name: "projects/p/schemas/s", Revision: "r1", Type: "protobuf", Definition: proto})
+	if err != nil || len(ps) != 1 || !strings.HasPrefix(ps[0].String(), "filter: 1:20: found no matching overload for '_*_' applied to '(double, int)'") {
+		t.Errorf("protobuf revision: %v, %v", ps, err)
+	}
+	cfg.Filter = ""
+	if ps, err := CheckRevision(cfg, source.Schema{Type: "protobuf", Definition: proto}); err != nil || len(ps) != 0 {
+		t.Errorf("a fitting mapping: %v, %v", ps, err)
+	}
+	if _, err := CheckRevision(cfg, source.Schema{Type: "avro", Definition: "{nope"}); err == nil {
+		t.Error("a revision that does not compile: no error")
 	}
 }
