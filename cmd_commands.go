@@ -47,9 +47,7 @@ The whole contract: docs/reference.md.`,
 		configCommand("run", "Run every pipeline in the file until SIGTERM or SIGINT",
 			"Loads and validates the file, checks what each pipeline needs, serves HTTP (/metrics, /healthz,\n/readyz, /status and the status page at /), and runs every pipeline until SIGTERM or SIGINT.\nLogs go to stderr.",
 			func(path string) error { return app.RunFile(ctx, path, stderr) }),
-		configCommand("validate", "Check the file without touching the network; print every problem",
-			"Loads and validates the file without touching the network. Prints \"FILE: ok (N pipelines)\", or\nevery problem (one \"path: message\" per line) to stderr and exits 2.",
-			func(path string) error { return app.Validate(path, stdout) }),
+		validateCommand(ctx, stdout),
 		configCommand("setup", "Create the topics, subscriptions and tables the file names, if missing",
 			"Creates what the file names and is missing, one line per action; idempotent.",
 			func(path string) error { return app.SetupFile(ctx, path, stdout) }),
@@ -188,5 +186,16 @@ Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary 
 		}
 		return app.ReprocessFile(ctx, *path, req, stdout, stderr)
 	}
+	return cmd
+}
+
+// validateCommand is `pubsink validate`: the file checked, and with
+// payload.schema: topic its topic's schema read unless --offline.
+func validateCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
+	var offline bool
+	cmd := configCommand("validate", "Check the file; print every problem",
+		"Loads and validates the file: its keys, schema files, expressions and placeholders. A pipeline with\npayload.schema: topic is also checked against every revision of its topic's schema, read from Pub/Sub\n(or the emulator PUBSUB_EMULATOR_HOST names); --offline skips that, and nothing else touches the network.\nPrints warnings and \"FILE: ok (N pipelines)\", or every problem (one \"path: message\" per line) to\nstderr and exits 2.",
+		func(path string) error { return app.Validate(ctx, path, offline, stdout) })
+	cmd.Flags().BoolVar(&offline, "offline", false, "do not read topic schemas from Pub/Sub")
 	return cmd
 }

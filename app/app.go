@@ -280,6 +280,13 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 	if err := a.checkOrdering(ctx, pc, src.Subscription()); err != nil {
 		return nil, err
 	}
+	warnings, err := a.checkTopicSchemaAtStart(ctx, pipelineIndex(a.cfg, pc.Name), pc, topic)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		a.log.Warn("the mapping does not fit some revisions of the topic's schema", zap.String("pipeline", pc.Name), zap.String("problem", w.String()))
+	}
 
 	m := a.metrics.Pipeline(pc.Name)
 	src.SetWatchdogHooks(a.watchdogHooks(m))

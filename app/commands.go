@@ -68,13 +68,28 @@ func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 // Validate loads the file at path and reports it on out: its warnings, one
 // "warning: path: message (line N)" per line, then "PATH: ok (N
 // pipelines)". Warnings do not make it fail.
-func Validate(path string, out io.Writer) error {
+//
+// Unless offline, it also checks the pipelines that read their topic's
+// schema against every revision of it (validateTopicSchemas), reading
+// Pub/Sub; what it cannot reach is a warning.
+func Validate(ctx context.Context, path string, offline bool, out io.Writer) error {
 	cfg, warnings, err := loadWithWarnings(path)
 	if err != nil {
 		return err
 	}
 	if ps := localProblems(cfg); len(ps) > 0 {
 		return &ConfigError{ps}
+	}
+	if !offline {
+		errs, more := validateTopicSchemas(ctx, cfg)
+		if data, err := os.ReadFile(path); err == nil {
+			errs.Locate(data)
+			more.Locate(data)
+		}
+		if len(errs) > 0 {
+			return &ConfigError{errs}
+		}
+		warnings = append(warnings, more...)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)

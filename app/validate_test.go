@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ pipelines:
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = Validate(path, &strings.Builder{})
+	err = Validate(context.Background(), path, true, &strings.Builder{})
 	var ce *ConfigError
 	var ps config.Problems
 	if !errors.As(err, &ce) || !errors.As(err, &ps) {

@@ -122,7 +122,7 @@ func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []
 		rm.op = op
 		return
 	}
-	e, err := c.env(opts).compile(mc.Op, nil)
+	e, typed, err := c.compile(mc.Op, nil, opts)
 	if err != nil {
 		msg := err.Error()
 		if bareWordRE.MatchString(strings.TrimSpace(mc.Op)) {
@@ -136,9 +136,11 @@ func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []
 		c.add(at+".op", errors.New(msg))
 		return
 	}
-	if !e.out.IsExactType(cel.DynType) && !cel.StringType.IsAssignableType(e.out) {
-		c.add(at+".op", fmt.Errorf("the expression is of type %s; want string (one of %s)", cel.FormatCELType(e.out), operationList))
-		return
+	for _, out := range []*cel.Type{e.out, typed} {
+		if !out.IsExactType(cel.DynType) && !cel.StringType.IsAssignableType(out) {
+			c.add(at+".op", fmt.Errorf("the expression is of type %s; want string (one of %s)", cel.FormatCELType(out), operationList))
+			return
+		}
 	}
 	c.m.exprs = true
 	c.m.usesDecode = c.m.usesDecode || e.readsData()

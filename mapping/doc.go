@@ -11,8 +11,8 @@
 // happens to a message it refuses (pipeline, deadletter).
 //
 // The entry points are New, once per pipeline (it compiles everything and
-// reports every problem as config.Problems with its key), and Mapper.Map,
-// per message:
+// reports every problem as config.Problems with its key), CheckRevision (a
+// topic schema's revision checked ahead), and Mapper.Map, per message:
 //
 //	m, err := mapping.New(cfg, schemas, btsink.Limits)
 //	...
@@ -65,6 +65,17 @@
 // made; a change mapping's row is made without cells. A plain mapping whose
 // policies are all dead_letter renders as it did (renderCells: no new frame
 // on the stack, no allocation); the others take renderOp (change.go).
+//
+// # Types over a schema
+//
+// With a schema file, New type-checks every expression and {item…} path
+// against the schema's types (schematypes.go: records and messages as CEL
+// object types, the rest as the value model decodes them), so that a
+// misspelled field or an operator over the wrong types is a problem at its
+// key, not a dead-lettered message. CheckRevision does the same against one
+// revision of a topic's schema, for validate and run's start-up (app). The
+// typed check only refuses: every expression is evaluated by the program
+// compiled over a dyn data, whatever the schema or revision.
 //
 // # Guarantees
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
@@ -34,7 +36,9 @@ import (
 // Variables:
 //
 //	attributes    map(string, string)  the message's attributes
-//	data          dyn                  the decoded payload (value.go's model)
+//	data          dyn                  the decoded payload (value.go's model); with
+//	                                   a schema, also checked against its types
+//	                                   (schematypes.go), never evaluated by them
 //	message_id    string
 //	publish_time  timestamp
 //	event_time    timestamp            not in the expression that computes it
@@ -113,6 +117,9 @@ type exprOptions struct {
 type exprEnv struct {
 	env   *cel.Env
 	names []string // the declared variables, for did-you-mean
+	// schema and provider: a typed environment's (newTypedEnv), or nil.
+	schema   *schemaTypes
+	provider *schemaProvider
 }
 
 // Our functions' overload IDs.
@@ -122,12 +129,37 @@ const (
 	overloadHexBytes     = "hex_bytes"
 )
 
-// newExprEnv returns an environment with the variables opts declares.
+// newExprEnv returns an environment with the variables opts declares, data
+// and item of type dyn: the one every program is made in.
 func newExprEnv(opts exprOptions) (*exprEnv, error) {
+	return buildExprEnv(opts, nil, nil)
+}
+
+// newTypedEnv returns an environment for checking expressions against a
+// schema (schematypes.go): data is of the schema's root type, item (with
+// opts.item) of type item, or dyn when item is nil. Its expressions are
+// checked, never run.
+func newTypedEnv(opts exprOptions, s *schemaTypes, item *cel.Type) (*exprEnv, error) {
+	return buildExprEnv(opts, s, item)
+}
+
+func buildExprEnv(opts exprOptions, s *schemaTypes, item *cel.Type) (*exprEnv, error) {
+	data := cel.DynType
+	var provider *schemaProvider
+	if s != nil {
+		p, err := newSchemaProvider(s)
+		if err != nil {
+			return nil, fmt.Errorf("expression environment: %w", err)
+		}
+		data, provider = s.root, p
+	}
+	if item == nil {
+		item = cel.DynType
+	}
 	names := []string{"attributes", "data", "message_id", "publish_time"}
 	vars := []cel.EnvOption{
 		cel.Variable("attributes", cel.MapType(cel.StringType, cel.StringType)),
-		cel.Variable("data", cel.DynType),
+		cel.Variable("data", data),
 		cel.Variable("message_id", cel.StringType),
 		cel.Variable("publish_time", cel.TimestampType),
 	}
@@ -137,9 +169,14 @@ func newExprEnv(opts exprOptions) (*exprEnv, error) {
 	}
 	if opts.item {
 		names = append(names, "item")
-		vars = append(vars, cel.Variable("item", cel.DynType))
+		vars = append(vars, cel.Variable("item", item))
 	}
-	envOpts := []cel.EnvOption{
+	var first []cel.EnvOption
+	if provider != nil {
+		// Before anything that registers types with the provider.
+		first = append(first, cel.CustomTypeProvider(provider))
+	}
+	envOpts := append(first,
 		// First: the adapter must be set before anything that uses it.
 		cel.CustomTypeAdapter(modelAdapter{}),
 		cel.DefaultUTCTimeZone(true),
@@ -206,12 +243,12 @@ func newExprEnv(opts exprOptions) (*exprEnv, error) {
 			checker.OverloadCostEstimate(overloadSHA256String, estimateScan(true)),
 			checker.OverloadCostEstimate(overloadHexBytes, estimateScan(false)),
 		),
-	}
+	)
 	env, err := cel.NewEnv(append(envOpts, vars...)...)
 	if err != nil {
 		return nil, fmt.Errorf("expression environment: %w", err)
 	}
-	return &exprEnv{env: env, names: names}, nil
+	return &exprEnv{env: env, names: names, schema: s, provider: provider}, nil
 }
 
 // maxReplaceResult bounds the string replace makes: 16 MiB, more than a
@@ -379,6 +416,16 @@ type expr struct {
 	steps uint
 	// data: the expression reads the payload.
 	data bool
+
+	// ast, env and popts make, the first time an evaluation fails for want
+	// of an overload, a program that keeps every value it computes
+	// (traced), so that the error can say which call failed on which types
+	// (explainOverload).
+	ast       *cel.Ast
+	env       *cel.Env
+	popts     []cel.ProgramOption
+	traceOnce sync.Once
+	traced    cel.Program
 }
 
 // readsData reports whether the expression reads the payload (data), so
@@ -393,18 +440,11 @@ func (e *expr) String() string { return e.src }
 // checked when evaluated. The error reads as
 // `1:5: undeclared reference to 'dta' (did you mean 'data'?)`.
 func (e *exprEnv) compile(src string, want *cel.Type) (*expr, error) {
-	ast, iss := e.env.Compile(src)
-	if iss != nil && iss.Err() != nil {
-		return nil, errors.New(e.issuesText(iss))
+	ast, err := e.checked(src, want)
+	if err != nil {
+		return nil, err
 	}
 	out := ast.OutputType()
-	if want != nil && !out.IsExactType(cel.DynType) && !want.IsAssignableType(out) {
-		msg := fmt.Sprintf("the expression is of type %s, want %s", cel.FormatCELType(out), cel.FormatCELType(want))
-		if out.Kind() == types.OpaqueKind && out.TypeName() == "optional_type" {
-			msg += " (an optional value: take it with .orValue(default) or .value())"
-		}
-		return nil, errors.New(msg)
-	}
 	mode, limit, steps := e.costMode(ast)
 	popts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
 	switch mode {
@@ -427,7 +467,51 @@ func (e *exprEnv) compile(src string, want *cel.Type) (*expr, error) {
 		return nil, err // a constant regular expression that does not compile
 	}
 	data := readsVar(ast.NativeRep().Expr(), "data", 0)
-	return &expr{src: src, prg: prg, out: out, mode: mode, limit: limit, steps: steps, data: data}, nil
+	return &expr{src: src, prg: prg, out: out, mode: mode, limit: limit, steps: steps, data: data,
+		ast: ast, env: e.env, popts: popts}, nil
+}
+
+// checked parses and type-checks src and checks its type against want, as
+// compile says.
+func (e *exprEnv) checked(src string, want *cel.Type) (*cel.Ast, error) {
+	if e.provider != nil {
+		e.provider.takeMisses() // another check's
+	}
+	ast, iss := e.env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		if e.schema != nil && e.schema.onlyLenient(iss) {
+			return nil, nil // see onlyLenient: no verdict
+		}
+		return nil, errors.New(e.issuesText(iss))
+	}
+	out := ast.OutputType()
+	if want != nil && !out.IsExactType(cel.DynType) && !want.IsAssignableType(out) {
+		msg := fmt.Sprintf("the expression is of type %s, want %s", cel.FormatCELType(out), wantText(want))
+		if out.Kind() == types.OpaqueKind && out.TypeName() == "optional_type" {
+			msg += " (an optional value: take it with .orValue(default) or .value())"
+		}
+		return nil, errors.New(msg)
+	}
+	return ast, nil
+}
+
+// wantText names the type an expression must have: a list of any elements
+// is "a list", as each wants.
+func wantText(want *cel.Type) string {
+	if want.Kind() == types.ListKind && want.Parameters()[0].IsExactType(cel.DynType) {
+		return "a list"
+	}
+	return cel.FormatCELType(want)
+}
+
+// check type-checks src in a typed environment (newTypedEnv) and returns
+// its type: the schema's verdict on an expression that compile accepted.
+func (e *exprEnv) check(src string, want *cel.Type) (*cel.Type, error) {
+	ast, err := e.checked(src, want)
+	if err != nil || ast == nil {
+		return cel.DynType, err
+	}
+	return ast.OutputType(), nil
 }
 
 // costMode is how the cost limit of an expression is kept (see
@@ -558,12 +642,26 @@ func readsVar(e celast.Expr, name string, depth int) bool {
 // issuesText is CEL's issues as `line:column: message`, one after another,
 // with a did-you-mean for an undeclared variable.
 func (e *exprEnv) issuesText(iss *cel.Issues) string {
+	var misses []fieldMiss
+	if e.provider != nil {
+		misses = e.provider.takeMisses()
+	}
 	var b strings.Builder
 	for i, err := range iss.Errors() {
 		if i > 0 {
 			b.WriteString("; ")
 		}
 		msg := strings.TrimSuffix(err.Message, " (in container '')")
+		const undefinedField = "undefined field '"
+		if rest, ok := strings.CutPrefix(msg, undefinedField); ok {
+			field, _, _ := strings.Cut(rest, "'")
+			for _, m := range misses {
+				if m.field == field {
+					msg = e.schema.noFieldText(m)
+					break
+				}
+			}
+		}
 		fmt.Fprintf(&b, "%d:%d: %s", err.Location.Line(), err.Location.Column()+1, msg)
 		const undeclared = "undeclared reference to '"
 		if rest, ok := strings.CutPrefix(msg, undeclared); ok {
@@ -573,8 +671,59 @@ func (e *exprEnv) issuesText(iss *cel.Issues) string {
 				}
 			}
 		}
+		if nullCompared(msg) {
+			b.WriteString(" (a field that is null is absent from the payload: test it with has(…), or read it with .?field.orValue(…))")
+		}
+		if _, args, ok := overloadArgs(msg); ok && mixedNumbers(args) {
+			b.WriteString(" (CEL does not convert numbers: write 9.0 for a double, or convert with double(…) or int(…))")
+		}
 	}
 	return b.String()
+}
+
+// overloadArgs splits a checker's "found no matching overload for '_*_'
+// applied to '(double, int)'" into the function and its argument types; a
+// member call's target ('optional_type(string).(null)') is its first.
+func overloadArgs(msg string) (fn string, args []string, ok bool) {
+	rest, ok := strings.CutPrefix(msg, "found no matching overload for '")
+	if !ok {
+		return "", nil, false
+	}
+	fn, rest, _ = strings.Cut(rest, "'")
+	_, rest, ok = strings.Cut(rest, "applied to '")
+	if !ok {
+		return "", nil, false
+	}
+	rest = strings.TrimSuffix(rest, "'")
+	target, rest, member := strings.Cut(rest, ".(")
+	if member {
+		args = append(args, target)
+	} else {
+		rest = strings.TrimPrefix(target, "(")
+	}
+	rest = strings.TrimSuffix(rest, ")")
+	return fn, append(args, strings.Split(rest, ", ")...), true
+}
+
+// mixedNumbers reports whether args are numbers of two or three kinds
+// (int, uint, double): the mistake of data.celsius * 9 / 5 over a double
+// field.
+func mixedNumbers(args []string) bool {
+	kinds := map[string]bool{}
+	for _, a := range args {
+		if a != "int" && a != "uint" && a != "double" {
+			return false
+		}
+		kinds[a] = true
+	}
+	return len(kinds) >= 2
+}
+
+// nullCompared reports whether a checker's message is a value compared
+// with null.
+func nullCompared(msg string) bool {
+	fn, args, ok := overloadArgs(msg)
+	return ok && (fn == "_==_" || fn == "_!=_") && slices.Contains(args, "null")
 }
 
 // closest is the candidate nearest to name by edit distance, if it is near
@@ -637,16 +786,79 @@ func (e *expr) eval(act *activation) (ref.Val, error) {
 	if act.dataErr != nil {
 		return nil, act.dataErr
 	}
+	if err == nil {
+		if v, ok := out.(*types.Err); ok {
+			err = v
+		}
+	}
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "no such overload") {
+			if why := e.explainOverload(act); why != "" {
+				return nil, fmt.Errorf("%w: %s", template.ErrExpression, why)
+			}
+		}
 		return nil, e.evalError(err)
 	}
-	switch v := out.(type) {
-	case *types.Err:
-		return nil, e.evalError(v)
+	switch out.(type) {
 	case *types.Unknown:
 		return nil, fmt.Errorf("%w: the result is unknown", template.ErrExpression)
 	}
 	return out, nil
+}
+
+// explainOverload evaluates e again against act, keeping every value, and
+// names the call that had no overload for its arguments' types, with its
+// place: "no such overload: '*' applied to (double, int) at 1:20". The
+// types are the values' kinds, never the values. "" when it finds none.
+// It runs only on a failed evaluation: the program it uses is made once.
+func (e *expr) explainOverload(act *activation) string {
+	e.traceOnce.Do(func() {
+		opts := append(slices.Clone(e.popts), cel.EvalOptions(cel.OptTrackState))
+		e.traced, _ = e.env.Program(e.ast, opts...)
+	})
+	if e.traced == nil {
+		return ""
+	}
+	var det *cel.EvalDetails
+	if e.mode == costSteps {
+		_, det, _ = e.traced.ContextEval(stopped, act)
+	} else {
+		_, det, _ = e.traced.Eval(act)
+	}
+	if det == nil || det.State() == nil {
+		return ""
+	}
+	state := det.State()
+	var why string
+	celast.PostOrderVisit(e.ast.NativeRep().Expr(), celast.NewExprVisitor(func(x celast.Expr) {
+		if why != "" || x.Kind() != celast.CallKind {
+			return
+		}
+		v, ok := state.Value(x.ID())
+		if !ok || !types.IsError(v) || !strings.HasPrefix(v.(*types.Err).Error(), "no such overload") {
+			return
+		}
+		call := x.AsCall()
+		operands := call.Args()
+		if call.IsMemberFunction() {
+			operands = append([]celast.Expr{call.Target()}, operands...)
+		}
+		kinds := make([]string, len(operands))
+		for i, a := range operands {
+			av, ok := state.Value(a.ID())
+			if !ok || types.IsError(av) {
+				return // the failure is below: that call is named
+			}
+			kinds[i] = av.Type().(ref.Type).TypeName()
+		}
+		fn := call.FunctionName()
+		if op, ok := operators.FindReverse(fn); ok && op != "" {
+			fn = op
+		}
+		loc := e.ast.NativeRep().SourceInfo().GetStartLocation(x.ID())
+		why = fmt.Sprintf("no such overload: '%s' applied to (%s) at %d:%d", fn, strings.Join(kinds, ", "), loc.Line(), loc.Column()+1)
+	}))
+	return why
 }
 
 // evalError wraps an evaluation error as template.ErrExpression, with

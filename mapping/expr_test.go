@@ -120,8 +120,8 @@ func TestExprTypeCheck(t *testing.T) {
 		{`data.readings`, cel.ListType(cel.DynType), ""},
 		{`'a,b'.split(',')`, cel.ListType(cel.DynType), ""},
 		{`data.readings.map(r, r.v)`, cel.ListType(cel.DynType), ""},
-		{`1`, cel.ListType(cel.DynType), "of type int, want list(dyn)"},
-		{`{'a': 1}`, cel.ListType(cel.DynType), "want list(dyn)"},
+		{`1`, cel.ListType(cel.DynType), "of type int, want a list"},
+		{`{'a': 1}`, cel.ListType(cel.DynType), "want a list"},
 		{`{'a': 1}`, nil, ""},
 		{`publish_time`, nil, ""},
 	} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/pubsink/pubsink/config"
@@ -133,6 +134,8 @@ func (m *Mapper) BoundDecoding(maxOutstandingBytes int64) {
 // codec decodes the payloads of one schema (avro.go, proto.go).
 type codec interface {
 	decode(data []byte, json bool) (any, error)
+	// celTypes is the schema's types, for checking expressions.
+	celTypes() *schemaTypes
 }
 
 // rowMapping is one compiled config.Mapping.
@@ -173,6 +176,31 @@ type column struct {
 // row is written. Every problem is reported, as config.Problems with key
 // paths relative to the pipeline ("sink.columns.x", "filter").
 func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, error) {
+	return newMapper(cfg, schemas, limits, nil)
+}
+
+// CheckRevision compiles the mapping of cfg, whose payload is read by its
+// topic's schema (payload.schema: topic), against one revision of that
+// schema, as New compiles it against a schema file: its problems are what
+// messages of that revision would fail on (a field the revision lacks, an
+// expression of the wrong type over its fields), with key paths relative
+// to the pipeline. The error is the revision's own: it does not compile.
+func CheckRevision(cfg config.Pipeline, rev source.Schema) (config.Problems, error) {
+	c, err := compileRevision(rev)
+	if err != nil {
+		return nil, err
+	}
+	_, err = newMapper(cfg, nil, sinks.Limits{}, c)
+	var ps config.Problems
+	if errors.As(err, &ps) {
+		return ps, nil
+	}
+	return nil, err
+}
+
+// newMapper is New; with revision, the mapping's expressions and paths are
+// checked against that compiled revision of the topic's schema.
+func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revision codec) (*Mapper, error) {
 	var ps config.Problems
 	add := func(path string, err error) {
 		ps = append(ps, config.Problem{Path: path, Message: err.Error()})
@@ -190,18 +218,23 @@ func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, er
 		m.maxRows = 1000
 	}
 	var checker pathChecker
+	var schema *schemaTypes
 	switch {
 	case cfg.Payload.TopicSchema():
 		if schemas == nil {
 			schemas = noSchemas{} // validate: nothing is fetched
 		}
 		m.topic = newSchemaCache(schemas)
+		if revision != nil {
+			checker, schema = revision.(pathChecker), revision.celTypes()
+		}
 	case cfg.Payload.Schema != "":
 		c, err := compileFile(m.format, cfg.Payload.Schema, cfg.Payload.Message)
 		if err != nil {
 			add("payload.schema", err)
 		} else {
 			m.fileCodec, checker = c, c.(pathChecker)
+			schema = c.celTypes()
 		}
 		m.fileJSON = cfg.Payload.Encoding == config.EncodingJSON
 	}
@@ -212,7 +245,7 @@ func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, er
 	}
 	m.eventTime = et
 
-	c := &compiler{m: m, checker: checker, add: add}
+	c := &compiler{m: m, checker: checker, schema: schema, add: add}
 	if cfg.Filter != "" {
 		m.filter = c.expr("filter", cfg.Filter, cel.BoolType, exprOptions{})
 	}
@@ -249,8 +282,20 @@ func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, er
 type compiler struct {
 	m       *Mapper
 	checker pathChecker // the schema file's, to check paths against; or nil
-	add     func(path string, err error)
-	envs    map[exprOptions]*exprEnv
+	// schema is the schema's types, to check expressions against; nil
+	// when the payload has no schema (JSON: data stays dyn). item is the
+	// type of each's elements while a mapping with each compiles (nil:
+	// dyn).
+	schema *schemaTypes
+	item   *cel.Type
+	add    func(path string, err error)
+	envs   map[exprOptions]*exprEnv
+	typed  map[typedKey]*exprEnv
+}
+
+type typedKey struct {
+	opts exprOptions
+	item *cel.Type
 }
 
 // pathChecker is a schema that can say whether a path names a field.
@@ -273,20 +318,64 @@ func (c *compiler) env(opts exprOptions) *exprEnv {
 	return e
 }
 
-func (c *compiler) expr(at, src string, want *cel.Type, opts exprOptions) *expr {
+// typedCheck checks src against the schema's types (when there is a
+// schema) and returns its type there; without a schema, dyn.
+func (c *compiler) typedCheck(src string, want *cel.Type, opts exprOptions) (*cel.Type, error) {
+	if c.schema == nil {
+		return cel.DynType, nil
+	}
+	k := typedKey{opts, nil}
+	if opts.item {
+		k.item = c.item
+	}
+	e, ok := c.typed[k]
+	if !ok {
+		var err error
+		if e, err = newTypedEnv(opts, c.schema, k.item); err != nil {
+			panic("mapping: the typed expression environment does not build: " + err.Error()) // a bug
+		}
+		if c.typed == nil {
+			c.typed = map[typedKey]*exprEnv{}
+		}
+		c.typed[k] = e
+	}
+	return e.check(src, want)
+}
+
+// compile compiles src for evaluation and checks it against the schema.
+func (c *compiler) compile(src string, want *cel.Type, opts exprOptions) (*expr, *cel.Type, error) {
 	e, err := c.env(opts).compile(src, want)
 	if err != nil {
+		return nil, nil, err
+	}
+	t, err := c.typedCheck(src, want, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, t, nil
+}
+
+func (c *compiler) expr(at, src string, want *cel.Type, opts exprOptions) *expr {
+	e, _ := c.exprTyped(at, src, want, opts)
+	return e
+}
+
+// exprTyped is expr, with the expression's type against the schema (dyn
+// without one).
+func (c *compiler) exprTyped(at, src string, want *cel.Type, opts exprOptions) (*expr, *cel.Type) {
+	e, t, err := c.compile(src, want, opts)
+	if err != nil {
 		c.add(at, err)
-		return nil
+		return nil, nil
 	}
 	c.m.exprs = true
 	c.m.usesDecode = c.m.usesDecode || e.readsData()
-	return e
+	return e, t
 }
 
 func (c *compiler) template(at, src string, opts exprOptions) *template.Template {
 	t, err := template.CompileWith(src, template.Options{Expr: func(s string) (template.Expr, error) {
-		e, err := c.env(opts).compile(s, nil)
+		e, _, err := c.compile(s, nil, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -299,7 +388,16 @@ func (c *compiler) template(at, src string, opts exprOptions) *template.Template
 		return nil
 	}
 	for _, fp := range t.Paths() {
-		if fp.Root != "data" {
+		switch fp.Root {
+		case "data":
+		case "item":
+			if c.schema != nil && c.item != nil {
+				if err := c.schema.checkPath(c.item, "item", fp.Path); err != nil {
+					c.add(at, fmt.Errorf("%s: %w", fp.Placeholder, err))
+				}
+			}
+			continue
+		default:
 			continue
 		}
 		switch {
@@ -324,7 +422,12 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 		rm.when = c.expr(at+".when", mc.When, cel.BoolType, exprOptions{eventTime: true})
 	}
 	if mc.Each != "" {
-		rm.each = c.expr(at+".each", mc.Each, cel.ListType(cel.DynType), exprOptions{eventTime: true})
+		var t *cel.Type
+		rm.each, t = c.exprTyped(at+".each", mc.Each, cel.ListType(cel.DynType), exprOptions{eventTime: true})
+		if t != nil && t.Kind() == types.ListKind {
+			c.item = t.Parameters()[0] // item's type, for this mapping's expressions and paths
+			defer func() { c.item = nil }()
+		}
 	}
 	rm.rowKey = c.template(at+".row_key", mc.RowKey, opts)
 	names := make([]string, 0, len(mc.Columns))

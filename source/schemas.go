@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/iterator"
@@ -48,6 +51,8 @@ type Schema struct {
 	// revision never changes, so neither will its type.
 	Type       string
 	Definition string
+
+	created time.Time // the revision's creation time, to order List's
 }
 
 // Schemas fetches schema revisions through the Schema API. It does not
@@ -107,6 +112,48 @@ func (s *Schemas) Get(ctx context.Context, name, revision string) (Schema, error
 		}
 	}
 	return Schema{Name: name, Revision: revision, Type: schemaType(got.GetType()), Definition: got.GetDefinition()}, nil
+}
+
+// MaxRevisions is how many revisions Pub/Sub keeps of a schema: a commit
+// past it is refused (ResourceExhausted), so List never reads more.
+const MaxRevisions = 20
+
+// TopicSchema is the schema settings of topic (a full name): the schema's
+// full name, or "" when the topic has none. DeletedSchema when the schema
+// was deleted.
+func TopicSchema(ctx context.Context, client *pubsub.Client, topic string) (string, error) {
+	got, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+	if err != nil {
+		return "", fmt.Errorf("get topic %s: %w", topic, err)
+	}
+	return got.GetSchemaSettings().GetSchema(), nil
+}
+
+// List fetches every revision of the schema name (a full name), newest
+// first, with their definitions: the revisions messages of a topic with
+// that schema can carry (a revision that was deleted is gone from them,
+// Get's ErrSchemaGone). At most MaxRevisions.
+func (s *Schemas) List(ctx context.Context, name string) ([]Schema, error) {
+	it := s.client.ListSchemaRevisions(ctx, &pubsubpb.ListSchemaRevisionsRequest{Name: name, View: pubsubpb.SchemaView_FULL})
+	var out []Schema
+	for len(out) < 10*MaxRevisions { // a server that pages for ever must not hold us
+		r, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, fetchError(name, "*", "list revisions of", err)
+		}
+		out = append(out, Schema{Name: name, Revision: r.GetRevisionId(), Type: schemaType(r.GetType()), Definition: r.GetDefinition(),
+			created: r.GetRevisionCreateTime().AsTime()})
+	}
+	// Newest first: the API's order is not documented (the emulator lists
+	// oldest first).
+	sort.SliceStable(out, func(i, j int) bool { return out[i].created.After(out[j].created) })
+	if len(out) > MaxRevisions {
+		out = out[:MaxRevisions]
+	}
+	return out, nil
 }
 
 // listed finds revision among the revisions of name.

@@ -613,3 +613,42 @@ func TestEmulatorSchemaDeletedSchemaMarked(t *testing.T) {
 		t.Errorf("waiting message: attributes %v; want the deleted markers", a)
 	}
 }
+
+// TestSchemasListNewestFirst: List gives every revision of a schema with
+// its definition, newest first (the emulator lists them oldest first), so
+// that validate's check names them in that order.
+func TestSchemasListNewestFirst(t *testing.T) {
+	se := newSchemaEmulator(t, "list-newest")
+	ctx := context.Background()
+	s, err := se.schemas.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{Parent: "projects/" + se.project, SchemaId: "listed",
+		Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: avroV1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{s.GetRevisionId()}
+	for _, def := range []string{avroV2, avroV1} {
+		r, err := se.schemas.CommitSchema(ctx, &pubsubpb.CommitSchemaRequest{Name: s.Name, Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: def}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{r.GetRevisionId()}, want...)
+	}
+	got, err := NewSchemas(se.schemas).List(ctx, s.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("List = %d revisions, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.Revision != want[i] || r.Type != "avro" || r.Name != s.Name || r.Definition == "" {
+			t.Errorf("revision %d: %+v, want %s with its definition", i, r, want[i])
+		}
+	}
+	if got[1].Definition != avroV2 {
+		t.Errorf("the middle revision's definition: %q", got[1].Definition)
+	}
+	if _, err := NewSchemas(se.schemas).List(ctx, "projects/"+se.project+"/schemas/none"); !errors.Is(err, ErrSchemaGone) {
+		t.Errorf("List of a missing schema: %v, want ErrSchemaGone", err)
+	}
+}
