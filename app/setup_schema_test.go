@@ -322,3 +322,33 @@ func TestSetupCreatesTheTopicSchema(t *testing.T) {
 		}
 	})
 }
+
+// TestSetupCreatesAProtocolBuffersTopicSchema: where the service
+// implements Protocol Buffers schemas (pstest here, as Google Cloud), a
+// .proto file becomes the topic's schema as an .avsc does; a second setup
+// finds it as it should be.
+func TestSetupCreatesAProtocolBuffersTopicSchema(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	stateAdmin(t, f)
+	proto := filepath.Join(t.TempDir(), "reading.proto")
+	if err := os.WriteFile(proto, []byte(readingProto), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yaml := strings.NewReplacer("PROJECT", "p", "PAYLOAD", fmt.Sprintf("{format: protobuf, schema: %s, message: acme.Reading}", proto)).Replace(schemaSetupYAML)
+	var out bytes.Buffer
+	if err := Setup(ctx, parse(t, yaml), f.ps, f.admin, &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
+	wantLines(t, out.String(),
+		"created schema projects/p/schemas/readings-schema (protocol-buffer, from "+proto+")\n",
+		"created topic projects/p/topics/readings (schema projects/p/schemas/readings-schema, encoding BINARY)\n")
+	got, err := f.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: "projects/p/topics/readings"})
+	if s := got.GetSchemaSettings(); err != nil || s.GetSchema() != "projects/p/schemas/readings-schema" || s.GetEncoding() != pubsubpb.Encoding_BINARY {
+		t.Errorf("topic = %v, %v; want the schema readings-schema, BINARY", got, err)
+	}
+	var again bytes.Buffer
+	if err := Setup(ctx, parse(t, yaml), f.ps, f.admin, &again); err != nil || strings.Contains(again.String(), "created") || strings.Contains(again.String(), "note") {
+		t.Errorf("second setup = %v, creating or noting something:\n%s", err, again.String())
+	}
+}
