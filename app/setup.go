@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
+	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,7 +52,8 @@ var redeliveryPolicy = &pubsubpb.RetryPolicy{
 // Admin opens a Bigtable admin client for an instance.
 type Admin func(ctx context.Context, instance string) (*bigtable.AdminClient, error)
 
-// Setup creates what cfg names and is missing: topics, subscriptions (main,
+// Setup creates what cfg names and is missing: topics (a source topic with
+// the Pub/Sub schema of the payload's schema file), subscriptions (main,
 // tracking, dead-letter), sink tables and their column families, and the
 // state table. It is idempotent: what exists is left as it is (and checked
 // where a mismatch would break pubsink). Each action is reported on out.
@@ -76,11 +79,12 @@ func Setup(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Adm
 }
 
 type setup struct {
-	cfg    *config.Config
-	ps     *pubsub.Client
-	admin  Admin
-	out    io.Writer
-	admins map[string]*bigtable.AdminClient
+	cfg          *config.Config
+	ps           *pubsub.Client
+	schemaClient *vkit.SchemaClient // opened by schemas when a pipeline needs it
+	admin        Admin
+	out          io.Writer
+	admins       map[string]*bigtable.AdminClient
 }
 
 func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
@@ -88,7 +92,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
 	var topic string
 	if src.Topic != "" {
 		topic = s.cfg.TopicName(src.Topic)
-		if err := s.topic(ctx, topic, src.TopicMessageRetention); err != nil {
+		if err := s.sourceTopic(ctx, topic, src.TopicMessageRetention, p.Payload); err != nil {
 			return err
 		}
 	}
@@ -109,7 +113,7 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
 	}
 	if dl := p.DeadLetter; dl.Topic != "" {
 		t := s.cfg.TopicName(dl.Topic)
-		if err := s.topic(ctx, t, 0); err != nil {
+		if err := s.topic(ctx, t, 0, nil); err != nil {
 			return err
 		}
 		// Pub/Sub drops what is published to a topic without subscriptions:
@@ -163,18 +167,24 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
 }
 
 // topic creates the topic name, retaining its messages for retention (0:
-// Pub/Sub's default); an existing topic is left as it is, with a note when
-// it retains less than retention.
-func (s *setup) topic(ctx context.Context, name string, retention time.Duration) error {
-	t := &pubsubpb.Topic{Name: name}
+// Pub/Sub's default), with the schema settings schema (nil: none); an
+// existing topic is left as it is, with a note when it retains less than
+// retention.
+func (s *setup) topic(ctx context.Context, name string, retention time.Duration, schema *pubsubpb.SchemaSettings) error {
+	t := &pubsubpb.Topic{Name: name, SchemaSettings: schema}
+	var what []string
+	if schema != nil {
+		what = append(what, fmt.Sprintf("schema %s, encoding %s", schema.Schema, schema.Encoding))
+	}
 	if retention > 0 {
 		t.MessageRetentionDuration = durationpb.New(retention)
+		what = append(what, fmt.Sprintf("message retention %v", retention))
 	}
 	_, err := s.ps.TopicAdminClient.CreateTopic(ctx, t)
 	switch status.Code(err) {
 	case codes.OK:
-		if retention > 0 {
-			s.say("created topic %s (message retention %v)", name, retention)
+		if len(what) > 0 {
+			s.say("created topic %s (%s)", name, strings.Join(what, "; "))
 		} else {
 			s.say("created topic %s", name)
 		}
