@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +38,35 @@ type Options struct {
 	// missing, and the file stays after Stop. "" puts the log in a temporary
 	// file that Stop removes.
 	LogDir string
+	// ListenHost is the address the emulator listens on; "" is 127.0.0.1.
+	// An unspecified address (0.0.0.0, ::) serves every interface, and the
+	// Host of the emulator then names 127.0.0.1, which reaches it.
+	ListenHost string
+	// Port is the port to listen on; 0 takes a free one. A given port that
+	// another process holds fails start-up with ErrPortInUse (no retry).
+	Port int
+}
+
+// ErrPortInUse is wrapped by the start-up error when Options.Port is held by
+// another process.
+var ErrPortInUse = errors.New("port in use")
+
+// listenHost is the address to pass to the emulator.
+func (o Options) listenHost() string {
+	if o.ListenHost == "" {
+		return "127.0.0.1"
+	}
+	return o.ListenHost
+}
+
+// dialHost is the Host of an emulator listening on o.listenHost() and port:
+// what a client on this machine dials.
+func (o Options) dialHost(port string) string {
+	h := o.listenHost()
+	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+		h = "127.0.0.1"
+	}
+	return net.JoinHostPort(h, port)
 }
 
 // PubSub is a Pub/Sub emulator running on loopback, with the javaagent's
@@ -78,22 +109,29 @@ func StartPubSub(ctx context.Context, opts Options) (*PubSub, error) {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port := strconv.Itoa(opts.Port)
+		if opts.Port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		proc, err := startProcess("pubsub-emulator", opts.LogDir, env, script, "--host="+opts.listenHost(), "--port="+port)
 		if err != nil {
 			return nil, err
 		}
-		proc, err := startProcess("pubsub-emulator", opts.LogDir, env, script, "--host=127.0.0.1", "--port="+port)
-		if err != nil {
-			return nil, err
-		}
-		p := &PubSub{Host: "127.0.0.1:" + port, proc: proc}
+		p := &PubSub{Host: opts.dialHost(port), proc: proc}
 		err = p.waitReady(ctx, port)
 		if err == nil {
 			return p, nil
 		}
 		_ = proc.stop()
-		if errors.Is(err, errPortTaken) && attempt < portAttempts {
-			continue
+		if errors.Is(err, errPortTaken) {
+			if opts.Port != 0 {
+				return nil, fmt.Errorf("emulator: pubsub: %w: port %d on %s is held by another process", ErrPortInUse, opts.Port, opts.listenHost())
+			}
+			if attempt < portAttempts {
+				continue
+			}
 		}
 		return nil, err
 	}
@@ -174,6 +212,14 @@ func (p *PubSub) Stop() error {
 	}
 	return p.proc.stop()
 }
+
+// PID returns the process ID of the emulator, the leader of its process
+// group; 0 for a value with just Host.
+func (p *PubSub) PID() int { return p.proc.pid() }
+
+// Exited is closed once the emulator's process has exited, whether Stop
+// ended it or not; nil (never closed) for a value with just Host.
+func (p *PubSub) Exited() <-chan struct{} { return p.proc.exitedChan() }
 
 // LogPath returns the file that holds the emulator's stdout and stderr.
 func (p *PubSub) LogPath() string {
