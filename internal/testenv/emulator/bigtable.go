@@ -74,7 +74,7 @@ func (b *Bigtable) waitReady(ctx context.Context, opts Options) error {
 		case <-tick.C:
 		}
 		if m := bigtableStarted.FindSubmatch(b.proc.readLog()); m != nil {
-			b.Host = opts.dialHost(string(m[1]))
+			b.Host = opts.Addr(string(m[1]))
 		}
 	}
 	conn, err := dialBigtable(b.Host)

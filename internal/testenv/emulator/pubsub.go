@@ -59,9 +59,9 @@ func (o Options) listenHost() string {
 	return o.ListenHost
 }
 
-// dialHost is the Host of an emulator listening on o.listenHost() and port:
-// what a client on this machine dials.
-func (o Options) dialHost(port string) string {
+// Addr is the Host of an emulator started with o that listens on port: what
+// a client on this machine dials (127.0.0.1 for an unspecified ListenHost).
+func (o Options) Addr(port string) string {
 	h := o.listenHost()
 	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
 		h = "127.0.0.1"
@@ -119,7 +119,7 @@ func StartPubSub(ctx context.Context, opts Options) (*PubSub, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := &PubSub{Host: opts.dialHost(port), proc: proc}
+		p := &PubSub{Host: opts.Addr(port), proc: proc}
 		err = p.waitReady(ctx, port)
 		if err == nil {
 			return p, nil
