@@ -45,6 +45,18 @@ type Options struct {
 	// Port is the port to listen on; 0 takes a free one. A given port that
 	// another process holds fails start-up with ErrPortInUse (no retry).
 	Port int
+	// AgentJar is a Pub/Sub agent jar built elsewhere, loaded instead of
+	// the one built from the embedded sources (deploy's tests start the
+	// emulator with the jar that the compose image's script builds); ""
+	// builds and caches it.
+	AgentJar string
+}
+
+// PubSubJar returns the installed Pub/Sub emulator's jar, which the agent
+// is compiled against. The error wraps ErrNotInstalled.
+func PubSubJar() (string, error) {
+	_, jar, err := findPubSub()
+	return jar, err
 }
 
 // ErrPortInUse is wrapped by the start-up error when Options.Port is held by
@@ -99,9 +111,11 @@ func StartPubSub(ctx context.Context, opts Options) (*PubSub, error) {
 
 	env := os.Environ()
 	if !withoutAgent {
-		agent, err := agentJar(ctx, jar)
-		if err != nil {
-			return nil, err
+		agent := opts.AgentJar
+		if agent == "" {
+			if agent, err = agentJar(ctx, jar); err != nil {
+				return nil, err
+			}
 		}
 		env, err = withJavaAgent(env, agent)
 		if err != nil {
