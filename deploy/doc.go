@@ -11,6 +11,9 @@
 //     rungmp-config.yaml says; the alert rules as Cloud Monitoring alerting
 //     policies (alert-policies/, one file per rule);
 //   - docker-compose.yaml: both emulators with health checks, setup, run;
+//     the Pub/Sub emulator built by pubsub-emulator/Dockerfile, which
+//     compiles the tests' Java agent (internal/testenv/emulator/javaagent)
+//     with pubsub-emulator/build-agent.sh, loaded through JAVA_OPTS;
 //   - prometheus/: the alert rules and their promtool unit tests;
 //   - grafana/: a dashboard of the same metrics.
 //
@@ -42,6 +45,12 @@
 //     subscription of the configuration;
 //   - the Cloud Run and compose files lose what the comments in them promise
 //     (the shutdown budget, the probes, the emulators' health checks);
+//   - the compose Pub/Sub emulator runs without the agent: no build from a
+//     context holding its sources, a Dockerfile that does not compile them
+//     with the build script or puts the jar elsewhere than JAVA_OPTS names,
+//     an ignore file that does not send them; or the script, run here
+//     against the installed emulator (with a JDK; skipped without, failed
+//     under CI=true), builds a jar the emulator does not load;
 //   - a Cloud Run manifest lacks the metrics sidecar (Google's image,
 //     pinned, started after pubsink, with rungmp-config.yaml mounted where
 //     it reads it), or pubsink is not the service's ingress container, or

@@ -169,42 +169,71 @@ func TestCloudRun(t *testing.T) {
 	}
 }
 
+const composeFile = "docker-compose.yaml"
+
+// composeService is what the tests read of a compose service.
+type composeService struct {
+	Image       string            `yaml:"image"`
+	Build       *composeBuild     `yaml:"build"`
+	Environment map[string]string `yaml:"environment"`
+	Command     string            `yaml:"command"`
+	Healthcheck *struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
+	DependsOn map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+}
+
+// composeBuild is a service's build, in its short form (the context alone)
+// or its long one.
+type composeBuild struct {
+	Context    string `yaml:"context"`
+	Dockerfile string `yaml:"dockerfile"`
+}
+
+func (b *composeBuild) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		return n.Decode(&b.Context)
+	}
+	type plain composeBuild
+	return n.Decode((*plain)(b))
+}
+
+func readCompose(t *testing.T) map[string]composeService {
+	t.Helper()
+	var compose struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(readFile(t, composeFile), &compose); err != nil {
+		t.Fatalf("%s: %v", composeFile, err)
+	}
+	return compose.Services
+}
+
 // TestCompose: both emulators have health checks, and setup waits for both.
 func TestCompose(t *testing.T) {
-	const file = "docker-compose.yaml"
-	var compose struct {
-		Services map[string]struct {
-			Image       string `yaml:"image"`
-			Healthcheck *struct {
-				Test []string `yaml:"test"`
-			} `yaml:"healthcheck"`
-			DependsOn map[string]struct {
-				Condition string `yaml:"condition"`
-			} `yaml:"depends_on"`
-		} `yaml:"services"`
-	}
-	if err := yaml.Unmarshal(readFile(t, file), &compose); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	var emulators []string
-	for name, s := range compose.Services {
-		if !strings.Contains(s.Image, "google-cloud-cli:emulators") {
-			continue
+	const file = composeFile
+	services := readCompose(t)
+	emulators := []string{"pubsub", "bigtable"}
+	for _, name := range emulators {
+		s, ok := services[name]
+		if !ok {
+			t.Fatalf("%s: no service %s, want one for each emulator", file, name)
 		}
-		emulators = append(emulators, name)
+		if !strings.Contains(s.Command, "gcloud beta emulators "+name+" start") {
+			t.Errorf("%s: service %s runs %q, not the %s emulator", file, name, s.Command, name)
+		}
 		if s.Healthcheck == nil || len(s.Healthcheck.Test) < 2 || s.Healthcheck.Test[0] != "CMD" {
 			t.Errorf("%s: emulator %s has no health check (CMD form)", file, name)
 		}
 	}
-	if len(emulators) != 2 {
-		t.Fatalf("%s: %d emulator services (%v), want Pub/Sub's and Bigtable's", file, len(emulators), emulators)
-	}
 	for _, e := range emulators {
-		if c := compose.Services["setup"].DependsOn[e].Condition; c != "service_healthy" {
+		if c := services["setup"].DependsOn[e].Condition; c != "service_healthy" {
 			t.Errorf("%s: setup waits for %s with %q, want service_healthy", file, e, c)
 		}
 	}
-	if c := compose.Services["pubsink"].DependsOn["setup"].Condition; c != "service_completed_successfully" {
+	if c := services["pubsink"].DependsOn["setup"].Condition; c != "service_completed_successfully" {
 		t.Errorf("%s: pubsink waits for setup with %q, want service_completed_successfully", file, c)
 	}
 }

@@ -253,7 +253,7 @@ func findJDKTool(name string) (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s (a JDK 17 or newer) is needed to build the Pub/Sub emulator fix: %v", ErrNotInstalled, name, err)
+		return "", fmt.Errorf("%w: %s (a JDK 17 or newer) is needed to build the Pub/Sub emulator fix, and it is neither in $JAVA_HOME/bin nor on $PATH (install a JDK, e.g. the package openjdk-17-jdk-headless, or set JAVA_HOME to one): %v", ErrNotInstalled, name, err)
 	}
 	return p, nil
 }

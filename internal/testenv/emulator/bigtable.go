@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -28,7 +29,10 @@ type Bigtable struct {
 	proc *process
 }
 
-var bigtableStarted = regexp.MustCompile(`Cloud Bigtable emulator running on (\S+:\d+)`)
+var bigtableStarted = regexp.MustCompile(`Cloud Bigtable emulator running on \S*:(\d+)`)
+
+// bigtablePortInUse is cbtemulator's last words when its port is held.
+var bigtablePortInUse = regexp.MustCompile(`failed to start emulator: listen .*address already in use`)
 
 // StartBigtable starts cbtemulator on loopback in its own process group and
 // returns when it answers gRPC calls. cbtemulator is given port 0 and reports
@@ -42,19 +46,23 @@ func StartBigtable(ctx context.Context, opts Options) (*Bigtable, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	proc, err := startProcess("bigtable-emulator", opts.LogDir, os.Environ(), bin, "-host", "127.0.0.1", "-port", "0")
+	proc, err := startProcess("bigtable-emulator", opts.LogDir, os.Environ(), bin, "-host", opts.listenHost(), "-port", strconv.Itoa(opts.Port))
 	if err != nil {
 		return nil, err
 	}
 	b := &Bigtable{proc: proc}
-	if err := b.waitReady(ctx); err != nil {
+	if err := b.waitReady(ctx, opts); err != nil {
+		log := proc.readLog() // before stop, which may remove it
 		_ = proc.stop()
+		if bigtablePortInUse.Match(log) {
+			return nil, fmt.Errorf("emulator: bigtable: %w: port %d on %s is held by another process", ErrPortInUse, opts.Port, opts.listenHost())
+		}
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *Bigtable) waitReady(ctx context.Context) error {
+func (b *Bigtable) waitReady(ctx context.Context, opts Options) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for b.Host == "" {
@@ -66,7 +74,7 @@ func (b *Bigtable) waitReady(ctx context.Context) error {
 		case <-tick.C:
 		}
 		if m := bigtableStarted.FindSubmatch(b.proc.readLog()); m != nil {
-			b.Host = string(m[1])
+			b.Host = opts.Addr(string(m[1]))
 		}
 	}
 	conn, err := dialBigtable(b.Host)
@@ -103,6 +111,14 @@ func (b *Bigtable) Stop() error {
 	}
 	return b.proc.stop()
 }
+
+// PID returns the process ID of the emulator, the leader of its process
+// group; 0 for a value with just Host.
+func (b *Bigtable) PID() int { return b.proc.pid() }
+
+// Exited is closed once the emulator's process has exited, whether Stop
+// ended it or not; nil (never closed) for a value with just Host.
+func (b *Bigtable) Exited() <-chan struct{} { return b.proc.exitedChan() }
 
 // LogPath returns the file that holds the emulator's stdout and stderr.
 func (b *Bigtable) LogPath() string {

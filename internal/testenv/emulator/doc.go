@@ -1,6 +1,6 @@
 // Package emulator starts the Google Cloud Pub/Sub and Bigtable emulators
-// for tests, the chaos runner and the benchmark command, and hands out
-// clients that talk to them.
+// for tests, the chaos runner, the benchmark command and the developers'
+// tools/emulators, and hands out clients that talk to them.
 //
 // It owns the emulator processes (start, readiness, stop), the javaagent
 // that fixes two defects of the Pub/Sub emulator, and the client
@@ -21,11 +21,13 @@
 //
 // # Guarantees
 //
-//   - Each emulator listens on 127.0.0.1 on a port of its own. Pub/Sub gets a
-//     free port from the kernel and retries with another if it loses the race
-//     for it, deciding from its own log, not from a gRPC answer that another
-//     emulator could give. cbtemulator is given port 0 and reports the port
-//     it bound.
+//   - Each emulator listens on 127.0.0.1 (or Options.ListenHost) on a port of
+//     its own. Pub/Sub gets a free port from the kernel and retries with
+//     another if it loses the race for it, deciding from its own log, not
+//     from a gRPC answer that another emulator could give. cbtemulator is
+//     given port 0 and reports the port it bound. A port given in
+//     Options.Port is used as it is: when another process holds it, start-up
+//     fails with ErrPortInUse, without retrying.
 //   - Start returns only when the emulator answers a gRPC call.
 //   - Each emulator is the leader of its own process group. Stop sends
 //     SIGTERM to the group, SIGKILL after 5 s, and waits; it never signals

@@ -210,3 +210,68 @@ func TestWithJavaAgentKeepsExistingJavaOpts(t *testing.T) {
 		t.Error("a path with a single quote was accepted")
 	}
 }
+
+// startOrSkip starts an emulator with opts and returns its error, skipping
+// (or failing under CI) as the Require helpers do when it is not installed.
+func startOrSkip[E any](t *testing.T, startFn func(context.Context, Options) (E, error), opts Options) (E, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), requireStartTimeout)
+	defer cancel()
+	e, err := startFn(ctx, opts)
+	if errors.Is(err, ErrNotInstalled) {
+		failStart(t, err)
+	}
+	return e, err
+}
+
+func TestAGivenPortThatIsHeldFailsWithErrPortInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).Port
+	opts := Options{Port: port}
+	checkHeld := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), "port "+strconv.Itoa(port)+" on 127.0.0.1") {
+			t.Errorf("%s on a held port: err = %v, want ErrPortInUse naming port %d on 127.0.0.1", name, err, port)
+		}
+	}
+	ps, err := startOrSkip(t, StartPubSub, opts)
+	if err == nil {
+		ps.Stop()
+	}
+	checkHeld("Pub/Sub", err)
+	bt, err := startOrSkip(t, StartBigtable, opts)
+	if err == nil {
+		bt.Stop()
+	}
+	checkHeld("Bigtable", err)
+}
+
+func TestAGivenPortOnEveryInterfaceIsDialledOnLoopback(t *testing.T) {
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(port)
+	p := start(t, StartPubSub, Options{ListenHost: "0.0.0.0", Port: n})
+	defer p.Stop()
+	if want := "127.0.0.1:" + port; p.Host != want {
+		t.Errorf("Pub/Sub Host = %q, want %q", p.Host, want)
+	}
+	btPort, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ = strconv.Atoi(btPort)
+	b := start(t, StartBigtable, Options{ListenHost: "0.0.0.0", Port: n})
+	defer b.Stop()
+	if want := "127.0.0.1:" + btPort; b.Host != want {
+		t.Errorf("Bigtable Host = %q, want %q", b.Host, want)
+	}
+	if p.PID() == 0 || b.PID() == 0 || p.Exited() == nil {
+		t.Errorf("PID() = %d, %d; Exited() = %v: want the processes", p.PID(), b.PID(), p.Exited())
+	}
+}

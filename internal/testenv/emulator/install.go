@@ -48,7 +48,7 @@ func findPubSub() (script, jar string, err error) {
 		sort.Strings(jars)
 		return script, jars[len(jars)-1], nil
 	}
-	return "", "", fmt.Errorf("%w: Pub/Sub emulator not found at %s (install google-cloud-cli-pubsub-emulator)", ErrNotInstalled, strings.Join(looked, ", "))
+	return "", "", fmt.Errorf("%w: Pub/Sub emulator not found at %s (install the package google-cloud-cli-pubsub-emulator, or run gcloud components install pubsub-emulator)", ErrNotInstalled, strings.Join(looked, ", "))
 }
 
 // findBigtable returns the path of cbtemulator.
@@ -61,7 +61,7 @@ func findBigtable() (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%w: Bigtable emulator not found at %s (install google-cloud-cli-bigtable-emulator)", ErrNotInstalled, strings.Join(looked, ", "))
+	return "", fmt.Errorf("%w: Bigtable emulator not found at %s (install the package google-cloud-cli-bigtable-emulator, or run gcloud components install bigtable)", ErrNotInstalled, strings.Join(looked, ", "))
 }
 
 func isExecutable(p string) bool {

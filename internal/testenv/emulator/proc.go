@@ -118,6 +118,22 @@ func (p *process) running() bool {
 	}
 }
 
+// pid and exitedChan answer for a nil process too: a PubSub or Bigtable
+// value with just Host has none.
+func (p *process) pid() int {
+	if p == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+func (p *process) exitedChan() <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	return p.exited
+}
+
 func (p *process) readLog() []byte {
 	b, _ := os.ReadFile(p.logPath)
 	return b

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +38,47 @@ type Options struct {
 	// missing, and the file stays after Stop. "" puts the log in a temporary
 	// file that Stop removes.
 	LogDir string
+	// ListenHost is the address the emulator listens on; "" is 127.0.0.1.
+	// An unspecified address (0.0.0.0, ::) serves every interface, and the
+	// Host of the emulator then names 127.0.0.1, which reaches it.
+	ListenHost string
+	// Port is the port to listen on; 0 takes a free one. A given port that
+	// another process holds fails start-up with ErrPortInUse (no retry).
+	Port int
+	// AgentJar is a Pub/Sub agent jar built elsewhere, loaded instead of
+	// the one built from the embedded sources (deploy's tests start the
+	// emulator with the jar that the compose image's script builds); ""
+	// builds and caches it.
+	AgentJar string
+}
+
+// PubSubJar returns the installed Pub/Sub emulator's jar, which the agent
+// is compiled against. The error wraps ErrNotInstalled.
+func PubSubJar() (string, error) {
+	_, jar, err := findPubSub()
+	return jar, err
+}
+
+// ErrPortInUse is wrapped by the start-up error when Options.Port is held by
+// another process.
+var ErrPortInUse = errors.New("port in use")
+
+// listenHost is the address to pass to the emulator.
+func (o Options) listenHost() string {
+	if o.ListenHost == "" {
+		return "127.0.0.1"
+	}
+	return o.ListenHost
+}
+
+// Addr is the Host of an emulator started with o that listens on port: what
+// a client on this machine dials (127.0.0.1 for an unspecified ListenHost).
+func (o Options) Addr(port string) string {
+	h := o.listenHost()
+	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+		h = "127.0.0.1"
+	}
+	return net.JoinHostPort(h, port)
 }
 
 // PubSub is a Pub/Sub emulator running on loopback, with the javaagent's
@@ -68,9 +111,11 @@ func StartPubSub(ctx context.Context, opts Options) (*PubSub, error) {
 
 	env := os.Environ()
 	if !withoutAgent {
-		agent, err := agentJar(ctx, jar)
-		if err != nil {
-			return nil, err
+		agent := opts.AgentJar
+		if agent == "" {
+			if agent, err = agentJar(ctx, jar); err != nil {
+				return nil, err
+			}
 		}
 		env, err = withJavaAgent(env, agent)
 		if err != nil {
@@ -78,22 +123,29 @@ func StartPubSub(ctx context.Context, opts Options) (*PubSub, error) {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port := strconv.Itoa(opts.Port)
+		if opts.Port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		proc, err := startProcess("pubsub-emulator", opts.LogDir, env, script, "--host="+opts.listenHost(), "--port="+port)
 		if err != nil {
 			return nil, err
 		}
-		proc, err := startProcess("pubsub-emulator", opts.LogDir, env, script, "--host=127.0.0.1", "--port="+port)
-		if err != nil {
-			return nil, err
-		}
-		p := &PubSub{Host: "127.0.0.1:" + port, proc: proc}
+		p := &PubSub{Host: opts.Addr(port), proc: proc}
 		err = p.waitReady(ctx, port)
 		if err == nil {
 			return p, nil
 		}
 		_ = proc.stop()
-		if errors.Is(err, errPortTaken) && attempt < portAttempts {
-			continue
+		if errors.Is(err, errPortTaken) {
+			if opts.Port != 0 {
+				return nil, fmt.Errorf("emulator: pubsub: %w: port %d on %s is held by another process", ErrPortInUse, opts.Port, opts.listenHost())
+			}
+			if attempt < portAttempts {
+				continue
+			}
 		}
 		return nil, err
 	}
@@ -174,6 +226,14 @@ func (p *PubSub) Stop() error {
 	}
 	return p.proc.stop()
 }
+
+// PID returns the process ID of the emulator, the leader of its process
+// group; 0 for a value with just Host.
+func (p *PubSub) PID() int { return p.proc.pid() }
+
+// Exited is closed once the emulator's process has exited, whether Stop
+// ended it or not; nil (never closed) for a value with just Host.
+func (p *PubSub) Exited() <-chan struct{} { return p.proc.exitedChan() }
 
 // LogPath returns the file that holds the emulator's stdout and stderr.
 func (p *PubSub) LogPath() string {

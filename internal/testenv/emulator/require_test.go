@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +56,19 @@ func TestRequireSkipsAMissingEmulatorOnlyOutsideCI(t *testing.T) {
 				t.Errorf("failStart ended the test with %q, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestAMissingJDKNamesWhereItLookedAndWhatToInstall(t *testing.T) {
+	t.Setenv("JAVA_HOME", t.TempDir())
+	t.Setenv("PATH", t.TempDir())
+	_, err := findJDKTool("javac")
+	if !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("findJDKTool without a JDK: %v, want ErrNotInstalled", err)
+	}
+	for _, want := range []string{"javac (a JDK 17 or newer)", "$JAVA_HOME/bin", "$PATH", "openjdk-17-jdk-headless"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
