@@ -122,7 +122,7 @@ func deadLetterCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Com
 		Short: "Work with a pipeline's dead letters",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageError{"deadletter: the subcommand is replay", cmd.CommandPath()}
+			return usageError{"deadletter: the subcommands are list, show and replay", cmd.CommandPath()}
 		},
 	}
 	var req app.ReplayRequest
@@ -148,8 +148,65 @@ func deadLetterCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Com
 		}
 		return app.ReplayFile(ctx, *path, req, stdout, stderr)
 	}
-	dl.AddCommand(replay)
+	dl.AddCommand(listCommand(ctx, stdout, stderr), showCommand(ctx, stdout, stderr), replay)
 	return dl
+}
+
+func listCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var req app.ListRequest
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List a pipeline's dead-lettered messages, leaving them in place",
+		Long: "Lists the copies in a pipeline's dead-letter output, one line each (message ID, failed at, reason,\n" +
+			"payload bytes, the start of the error), then a summary line; the copies stay for replay.\n" +
+			"A topic output is read through its replay subscription: the copies read are released at the end.",
+		Args: noArgs,
+	}
+	path := configFlag(cmd.Flags())
+	fs := cmd.Flags()
+	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` whose dead letters to list (required)")
+	fs.StringVar(&req.Reason, "reason", "", "list only this `reason`: "+app.ReasonList())
+	fs.IntVar(&req.Limit, "limit", app.DefaultListLimit, "list at most `N` copies (0: all)")
+	fs.BoolVar(&req.JSON, "json", false, "print one JSON object per copy (the summary goes to stderr)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch {
+		case req.Pipeline == "":
+			return usageError{"deadletter list: --pipeline is required", cmd.CommandPath()}
+		case req.Limit < 0:
+			return usageError{"deadletter list: --limit must not be negative", cmd.CommandPath()}
+		}
+		return app.ListFile(ctx, *path, req, stdout, stderr)
+	}
+	return cmd
+}
+
+func showCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var req app.ShowRequest
+	cmd := &cobra.Command{
+		Use:   "show MESSAGE_ID",
+		Short: "Print one dead-lettered message whole: reason, error, attributes, payload",
+		Long: "Prints the copy of one message (its original message ID, as list shows it) in a pipeline's\n" +
+			"dead-letter output whole: reason, error, times, attributes, and the payload as text when it is\n" +
+			"UTF-8 text, else base64 (data_encoding says which). The copy stays for replay. Exits 1 if there is none.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Sprintf("deadletter show: give one message ID (got %d arguments); `pubsink deadletter list` shows them", len(args)), cmd.CommandPath()}
+			}
+			return nil
+		},
+	}
+	path := configFlag(cmd.Flags())
+	fs := cmd.Flags()
+	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` whose dead letter to show (required)")
+	fs.BoolVar(&req.JSON, "json", false, "print the copy as one JSON object")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if req.Pipeline == "" {
+			return usageError{"deadletter show: --pipeline is required", cmd.CommandPath()}
+		}
+		req.MessageID = args[0]
+		return app.ShowFile(ctx, *path, req, stdout, stderr)
+	}
+	return cmd
 }
 
 func reprocessCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {

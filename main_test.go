@@ -19,6 +19,9 @@ func TestExitCodes(t *testing.T) {
 	os.WriteFile(good, []byte("project: p\npipelines:\n  - name: a\n    mode: at_least_once\n    source: {subscription: subs-a}\n    sink: {type: stdout}\n"), 0o644)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("project: p\npipelines:\n  - name: a\n    source: {subscription: subs-a}\n    sink: {table: t, colums: {}}\n"), 0o644)
+	withFile := filepath.Join(dir, "file.yaml")
+	os.WriteFile(withFile, []byte("project: p\npipelines:\n  - name: a\n    mode: at_least_once\n    source: {subscription: subs-a}\n    sink: {type: stdout}\n    dead_letter: {file: "+filepath.Join(dir, "dl.jsonl")+"}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "dl.jsonl"), []byte(`{"pubsink_reason":"missing_field","pubsink_error":"{data.temprature_c}: no such field","pubsink_pipeline":"a","pubsink_message_id":"77","pubsink_publish_time":"2026-12-03T10:00:00Z","pubsink_failed_at":"2026-12-03T10:00:01.5Z","attributes":{"k":"v"},"data":"eyJ0IjoxfQ=="}`+"\n"), 0o600)
 	noDir := filepath.Join(dir, "nodir.yaml")
 	os.WriteFile(noDir, []byte("project: p\npipelines:\n  - name: a\n    mode: at_least_once\n    source: {subscription: subs-a}\n    sink: {type: stdout}\n    dead_letter: {file: "+filepath.Join(dir, "missing", "dl.jsonl")+"}\n"), 0o644)
 
@@ -32,7 +35,18 @@ func TestExitCodes(t *testing.T) {
 		{"an unknown command is a usage error", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{"an unknown flag is a usage error", []string{"validate", "--nope"}, exitUsage, "unknown flag: --nope"},
 		{"a positional argument is a usage error", []string{"validate", "-c", good, "extra"}, exitUsage, `unexpected argument "extra"`},
-		{"deadletter without replay is a usage error", []string{"deadletter"}, exitUsage, "the subcommand is replay"},
+		{"deadletter without a subcommand is a usage error", []string{"deadletter"}, exitUsage, "the subcommands are list, show and replay"},
+		{"list without --pipeline is a usage error", []string{"deadletter", "list", "-c", withFile}, exitUsage, "--pipeline is required"},
+		{"list with a negative --limit is a usage error", []string{"deadletter", "list", "-c", withFile, "--pipeline", "a", "--limit", "-1"}, exitUsage, "--limit must not be negative"},
+		{"list with an unknown --reason is a usage error", []string{"deadletter", "list", "-c", withFile, "--pipeline", "a", "--reason", "lat"}, exitUsage, `--reason "lat" is not one of invalid_payload,`},
+		{"list of a pipeline the file lacks is a usage error", []string{"deadletter", "list", "-c", withFile, "--pipeline", "b"}, exitUsage, `has no pipeline "b"`},
+		{"list of a pipeline without output is a usage error", []string{"deadletter", "list", "-c", good, "--pipeline", "a"}, exitUsage, "no dead_letter output is configured"},
+		{"list prints a line per copy and a summary", []string{"deadletter", "list", "-c", withFile, "--pipeline", "a"}, exitOK,
+			"77                   2026-12-03T10:00:01.500Z missing_field              7  {data.temprature_c}: no such field\n1 copy of pipeline a in dead-letter file "},
+		{"list --json prints JSON objects", []string{"deadletter", "list", "-c", withFile, "--pipeline", "a", "--json"}, exitOK, `"data_encoding":"text","data":"{\"t\":1}"`},
+		{"show without a message ID is a usage error", []string{"deadletter", "show", "-c", withFile, "--pipeline", "a"}, exitUsage, "give one message ID (got 0 arguments)"},
+		{"show prints the copy whole", []string{"deadletter", "show", "-c", withFile, "--pipeline", "a", "77"}, exitOK, "attributes    k=v\nsize          7\ndata_encoding text\ndata\n{\"t\":1}\n"},
+		{"show of a message without copy exits 1", []string{"deadletter", "show", "-c", withFile, "--pipeline", "a", "78"}, exitFailure, "holds no copy of message 78 of pipeline a"},
 		{"replay without --pipeline is a usage error", []string{"deadletter", "replay", "-c", good}, exitUsage, "--pipeline is required"},
 		{"version names the Go version", []string{"version"}, exitOK, "pubsink (devel) (revision "},
 		{"--version too", []string{"--version"}, exitOK, runtime.Version()},
@@ -77,6 +91,8 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		{[]string{"setup", "--help"}, []string{"--config"}},
 		{[]string{"demo", "--help"}, []string{"--messages", "--seed", "--dir", "--timeout", "--log-level"}},
 		{[]string{"deadletter", "replay", "--help"}, []string{"--config", "--pipeline", "--reason", "--limit", "--dry-run"}},
+		{[]string{"deadletter", "list", "--help"}, []string{"--config", "--pipeline", "--reason", "--limit N", "(default 20)", "--json"}},
+		{[]string{"deadletter", "show", "--help"}, []string{"MESSAGE_ID", "--config", "--pipeline", "--json"}},
 		{[]string{"help", "demo"}, []string{"--log-level"}},
 	} {
 		var stdout, stderr bytes.Buffer

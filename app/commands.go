@@ -14,6 +14,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/deadletter/inspect"
 	"github.com/pubsink/pubsink/deadletter/replay"
 	"github.com/pubsink/pubsink/internal/buildinfo"
 	"github.com/pubsink/pubsink/internal/logging"
@@ -242,65 +243,175 @@ func ReasonList() string {
 // some could not be replayed. A request that does not fit the file (no such
 // pipeline, no output, an unknown reason) is a *ConfigError.
 func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs io.Writer) error {
+	const command = "deadletter replay"
 	var opts replay.Options
-	if req.Reason != "" {
-		r, ok := deadletter.ParseReason(req.Reason)
-		if !ok {
-			return &ConfigError{fmt.Errorf("deadletter replay: --reason %q is not one of %s", req.Reason, ReasonList())}
-		}
-		opts.Reason = r
+	var err error
+	if opts.Reason, err = parseReason(command, req.Reason); err != nil {
+		return err
 	}
 	opts.Limit, opts.DryRun, opts.Out = req.Limit, req.DryRun, out
-
-	cfg, err := LoadConfig(path)
+	// Replay republishes to the pipeline's topic whatever the output.
+	job, err := openDeadLetter(ctx, command, path, req.Pipeline, true, logs)
 	if err != nil {
 		return err
 	}
-	var p *config.Pipeline
-	for i := range cfg.Pipelines {
-		if cfg.Pipelines[i].Name == req.Pipeline {
-			p = &cfg.Pipelines[i]
-		}
-	}
-	if p == nil {
-		return &ConfigError{fmt.Errorf("deadletter replay: %s has no pipeline %q", path, req.Pipeline)}
-	}
-	kind := deadletter.Kind(p.DeadLetter)
-	if kind == "" {
-		return &ConfigError{fmt.Errorf("deadletter replay: pipeline %q: %w", req.Pipeline, deadletter.ErrNoOutput)}
-	}
-	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
-	if err != nil {
-		return err
-	}
-	defer log.Sync()
+	defer job.close()
 
-	ps, err := openPubSub(ctx, cfg.Project)
-	if err != nil {
-		return err
-	}
-	defer ps.Close()
-	clients := deadletter.Clients{PubSub: ps}
-	if kind == deadletter.KindTable {
-		bt, err := openBigtable(ctx, cfg.Project, cfg.State.Instance, cfg.State.AppProfile, nil)
-		if err != nil {
-			return err
-		}
-		defer bt.Close()
-		clients.Bigtable = bt
-	}
-
-	sum, err := replay.Run(ctx, log, cfg, *p, clients, opts)
+	sum, err := replay.Run(ctx, job.log, job.cfg, job.p, job.clients, opts)
 	if sum.To != "" { // the replay started
 		fmt.Fprint(out, sum)
 	}
 	if err != nil {
-		return fmt.Errorf("deadletter replay: %w", err)
+		return fmt.Errorf("%s: %w", command, err)
 	}
 	if sum.Failed > 0 {
-		return fmt.Errorf("deadletter replay: %d dead letters could not be replayed and were left in place", sum.Failed)
+		return fmt.Errorf("%s: %d dead letters could not be replayed and were left in place", command, sum.Failed)
 	}
 	return nil
+}
+
+// DefaultListLimit is the default of `deadletter list --limit`.
+const DefaultListLimit = inspect.DefaultLimit
+
+// ListRequest is what `pubsink deadletter list` was asked to do.
+type ListRequest struct {
+	Pipeline string // required
+	Reason   string // "" lists every reason
+	Limit    int    // 0 lists all
+	JSON     bool
+}
+
+// ListFile prints the copies in a pipeline's dead-letter output, one line
+// (or, with JSON, one JSON object) per copy to out, and leaves them in
+// place (see package deadletter/inspect for what a look does to a topic's
+// subscription). The summary line goes to out after the copies, or to logs
+// with JSON, so that out holds JSON objects only. A request that does not
+// fit the file is a *ConfigError, as for ReplayFile.
+func ListFile(ctx context.Context, path string, req ListRequest, out, logs io.Writer) error {
+	const command = "deadletter list"
+	opts := inspect.Options{Limit: req.Limit, JSON: req.JSON, Out: out}
+	var err error
+	if opts.Reason, err = parseReason(command, req.Reason); err != nil {
+		return err
+	}
+	job, err := openDeadLetter(ctx, command, path, req.Pipeline, false, logs)
+	if err != nil {
+		return err
+	}
+	defer job.close()
+	sum, err := inspect.List(ctx, job.log, job.cfg, job.p, job.clients, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", command, err)
+	}
+	summaryTo := out
+	if req.JSON {
+		summaryTo = logs
+	}
+	fmt.Fprint(summaryTo, sum)
+	return nil
+}
+
+// ShowRequest is what `pubsink deadletter show` was asked to do.
+type ShowRequest struct {
+	Pipeline  string // required
+	MessageID string // the original's message ID, as list prints it
+	JSON      bool
+}
+
+// ShowFile prints the copy of one message in a pipeline's dead-letter
+// output whole, and leaves it in place. It fails (inspect.ErrNotFound) when
+// the output holds none.
+func ShowFile(ctx context.Context, path string, req ShowRequest, out, logs io.Writer) error {
+	const command = "deadletter show"
+	job, err := openDeadLetter(ctx, command, path, req.Pipeline, false, logs)
+	if err != nil {
+		return err
+	}
+	defer job.close()
+	if err := inspect.Show(ctx, job.log, job.cfg, job.p, job.clients, req.MessageID, req.JSON, out); err != nil {
+		return fmt.Errorf("%s: %w", command, err)
+	}
+	return nil
+}
+
+// parseReason reads a --reason: "" is none, a name not among the reasons is
+// a *ConfigError naming them.
+func parseReason(command, s string) (deadletter.Reason, error) {
+	if s == "" {
+		return "", nil
+	}
+	r, ok := deadletter.ParseReason(s)
+	if !ok {
+		return "", &ConfigError{fmt.Errorf("%s: --reason %q is not one of %s", command, s, ReasonList())}
+	}
+	return r, nil
+}
+
+// deadLetterJob is what a deadletter command works on: the pipeline, the
+// log, and the clients its output needs, which close closes.
+type deadLetterJob struct {
+	cfg     *config.Config
+	p       config.Pipeline
+	log     *zap.Logger
+	clients deadletter.Clients
+	closers []func() error
+}
+
+func (j *deadLetterJob) close() {
+	for _, c := range j.closers {
+		c()
+	}
+	j.log.Sync()
+}
+
+// openDeadLetter loads the file at path, finds pipeline and its dead-letter
+// output, and opens the clients the command needs: Pub/Sub for a topic
+// output or when needPubSub (replay republishes), Bigtable (state.instance,
+// through state.app_profile) for a table output. A file output needs none,
+// so that looking at one needs no credentials. A pipeline the file lacks,
+// or one without an output, is a *ConfigError.
+func openDeadLetter(ctx context.Context, command, path, pipeline string, needPubSub bool, logs io.Writer) (*deadLetterJob, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	var p *config.Pipeline
+	for i := range cfg.Pipelines {
+		if cfg.Pipelines[i].Name == pipeline {
+			p = &cfg.Pipelines[i]
+		}
+	}
+	if p == nil {
+		return nil, &ConfigError{fmt.Errorf("%s: %s has no pipeline %q", command, path, pipeline)}
+	}
+	kind := deadletter.Kind(p.DeadLetter)
+	if kind == "" {
+		return nil, &ConfigError{fmt.Errorf("%s: pipeline %q: %w", command, pipeline, deadletter.ErrNoOutput)}
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	if err != nil {
+		return nil, err
+	}
+	job := &deadLetterJob{cfg: cfg, p: *p, log: log}
+	if needPubSub || kind == deadletter.KindTopic {
+		ps, err := openPubSub(ctx, cfg.Project)
+		if err != nil {
+			job.close()
+			return nil, err
+		}
+		job.clients.PubSub = ps
+		job.closers = append(job.closers, ps.Close)
+	}
+	if kind == deadletter.KindTable {
+		bt, err := openBigtable(ctx, cfg.Project, cfg.State.Instance, cfg.State.AppProfile, nil)
+		if err != nil {
+			job.close()
+			return nil, err
+		}
+		job.clients.Bigtable = bt
+		job.closers = append(job.closers, bt.Close)
+	}
+	return job, nil
 }
 
 // Version is the line `pubsink version` prints: the module version, the

@@ -3,9 +3,11 @@
 // exists, wires the parts (source, sink, dedupe, watermark tracker,
 // dead-letter output) into pipelines, and runs the commands of the CLI:
 // run (RunFile, Open and App.Run), validate (Validate), setup (Setup,
-// SetupFile), demo (Demo) and deadletter replay (ReplayFile). It also reads
-// the container's memory limit (from the cgroup, once per process), which
-// sizes the default flow control and the Go runtime's soft memory limit.
+// SetupFile), demo (Demo) and deadletter list, show and replay (ListFile,
+// ShowFile, ReplayFile; list and show of a file output open no client, so
+// they need no credentials). It also reads the container's memory limit
+// (from the cgroup, once per process), which sizes the default flow
+// control and the Go runtime's soft memory limit.
 //
 // The Bigtable data clients it opens itself (not those Options.Bigtable
 // gives) count the rows they mutate, by table and call, in

@@ -5,7 +5,10 @@
 // the pubsink_* attributes. It does not decide what is dead-lettered nor
 // retry a failed send: the pipeline classifies (see "Error paths" below)
 // and retries. Replaying the copies, `pubsink deadletter replay`, is
-// package deadletter/replay, which reads them through this package.
+// package deadletter/replay, which reads them through this package; looking
+// at them, `pubsink deadletter list` and `show`, is package
+// deadletter/inspect, which reads them with OpenReaderWith (a Reader that
+// only looks: see ReaderOptions).
 //
 // The entry points are Open, which returns the Output a pipeline sends to
 // (its Send is the pipeline's DeadLetter), and OpenReader, which returns
@@ -90,6 +93,10 @@
 // Delete a file and its marker file together once nothing in them is
 // wanted any more. A line the file reader cannot read (torn by a failed
 // write, or edited) is an Entry with Err, as is a foreign message or row.
+// A Reader opened to look (OpenReaderWith, ReaderOptions.Look: list and
+// show) reads the same way but holds a topic's copies only for the
+// subscription's ack deadline and waits 1 s, not 3 s, per empty pull; with
+// ReaderOptions.MessageID a table reader reads that message's row alone.
 //
 // # Guarantees
 //

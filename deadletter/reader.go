@@ -29,9 +29,10 @@ type Reader interface {
 	//
 	// The table reader returns only the pipeline's rows; the topic and file
 	// readers return the copies of every pipeline sharing the output. The
-	// topic reader pulls until two pulls in a row (3 s each) bring nothing
-	// new, and fails with ctx.Err() if ctx ends; it holds each copy it
-	// returns (ack deadline 600 s, Pub/Sub's maximum) until Remove or
+	// topic reader pulls until two pulls in a row (3 s each; 1 s for a
+	// look) bring nothing new, and fails with ctx.Err() if ctx ends; it
+	// holds each copy it returns (ack deadline 600 s, Pub/Sub's maximum; a
+	// look: the subscription's own, see ReaderOptions) until Remove or
 	// Release, so that it is not delivered again meanwhile, and a copy
 	// delivered again anyway is not returned twice. The file reader stops
 	// at the file's current end, without waiting on ctx: a last line
@@ -82,19 +83,44 @@ type Entry struct {
 // output's file can be opened and its marker file FILE.replayed, if any,
 // read. It returns ErrNoOutput when p names none, so it never returns a nil
 // Reader without an error. The Reader uses only the client its output
-// needs, and closes none.
-func OpenReader(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients) (r Reader, err error) {
+// needs, and closes none. It reads as replay does; OpenReaderWith reads
+// for a caller that only looks.
+func OpenReader(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients) (Reader, error) {
+	return OpenReaderWith(ctx, log, cfg, p, clients, ReaderOptions{})
+}
+
+// ReaderOptions adapt a Reader to its caller. The zero value is replay's.
+type ReaderOptions struct {
+	// Look is for a caller that only looks at the copies and releases them
+	// all when done (`pubsink deadletter list` and `show`). The topic
+	// reader then leaves the lease of what it pulls at the subscription's
+	// ack deadline, instead of extending it to replay's 600 s, so that the
+	// copies of a look that was killed come back within that deadline (60
+	// s as setup creates the subscription); and it counts the
+	// subscription drained after two pulls in a row of up to 1 s each
+	// (lookPullWait) bring nothing new, instead of 3 s each. Table and
+	// file readers read as they always do: they hold nothing.
+	Look bool
+	// MessageID, if set, is the one original message the caller wants the
+	// copies of. The table reader, whose row key holds the message ID,
+	// then reads that one row instead of the pipeline's prefix; the topic
+	// and file readers, which cannot seek, still return every copy.
+	MessageID string
+}
+
+// OpenReaderWith is OpenReader with options; see ReaderOptions.
+func OpenReaderWith(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients Clients, opts ReaderOptions) (r Reader, err error) {
 	switch Kind(p.DeadLetter) {
 	case KindTopic:
 		if clients.PubSub == nil {
 			return nil, errors.New("reading a dead_letter.topic needs a Pub/Sub client")
 		}
-		r, err = openTopicReader(ctx, log, clients.PubSub, cfg.SubscriptionName(p.DeadLetter.Subscription))
+		r, err = openTopicReader(ctx, log, clients.PubSub, cfg.SubscriptionName(p.DeadLetter.Subscription), opts.Look)
 	case KindTable:
 		if clients.Bigtable == nil {
-			return nil, errors.New("replay of a dead_letter.bigtable_table needs a Bigtable client of state.instance")
+			return nil, errors.New("reading a dead_letter.bigtable_table needs a Bigtable client of state.instance")
 		}
-		r, err = openTableReader(ctx, clients.Bigtable, p.DeadLetter.BigtableTable, p.Name)
+		r, err = openTableReader(ctx, clients.Bigtable, p.DeadLetter.BigtableTable, p.Name, opts.MessageID)
 	case KindFile:
 		r, err = openFileReader(p.DeadLetter.File)
 	default:

@@ -205,14 +205,21 @@ func copyFromRow(r bigtable.Row) (*Copy, error) {
 type tableReader struct {
 	table    *bigtable.Table
 	name     string
-	prefix   string
 	start    string // the next read starts here
+	end      string // and the reads end before this key
 	finished bool
 }
 
-func openTableReader(ctx context.Context, client *bigtable.Client, name, pipeline string) (*tableReader, error) {
-	s := &tableReader{table: client.Open(name), name: name, prefix: tablePrefix(pipeline)}
-	s.start = s.prefix
+// openTableReader reads the rows of pipeline, or, with messageID, the one
+// row of that message.
+func openTableReader(ctx context.Context, client *bigtable.Client, name, pipeline, messageID string) (*tableReader, error) {
+	prefix := tablePrefix(pipeline)
+	// '$' follows '#': the range is every key with the prefix.
+	s := &tableReader{table: client.Open(name), name: name, start: prefix, end: prefix[:len(prefix)-1] + "$"}
+	if messageID != "" {
+		s.start = rowKey(pipeline, messageID)
+		s.end = s.start + "\x00"
+	}
 	_, err := s.table.ReadRow(ctx, "\x00pubsink-check\x00")
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("dead-letter table %s does not exist: %w", name, err)
@@ -229,9 +236,7 @@ func (s *tableReader) Next(ctx context.Context, n int) ([]*Entry, error) {
 		return nil, nil
 	}
 	var out []*Entry
-	// '$' follows '#': the range is every key with the prefix.
-	end := s.prefix[:len(s.prefix)-1] + "$"
-	err := s.table.ReadRows(ctx, bigtable.NewRange(s.start, end), func(r bigtable.Row) bool {
+	err := s.table.ReadRows(ctx, bigtable.NewRange(s.start, s.end), func(r bigtable.Row) bool {
 		c, err := copyFromRow(r)
 		out = append(out, &Entry{Copy: c, Err: err, Location: "row " + r.Key(), ref: r.Key()})
 		s.start = r.Key() + "\x00"

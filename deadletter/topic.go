@@ -352,6 +352,10 @@ func fitPubSub(c *Copy, topic string) *pubsub.Message {
 const (
 	pullWait        = 3 * time.Second
 	pullEmptyRounds = 2
+	// lookPullWait is pullWait for a reader that only looks (ReaderOptions.Look):
+	// `pubsink deadletter list` waits for it twice at the end of a listing
+	// shorter than its limit, and a person waits for that.
+	lookPullWait = time.Second
 	// replayLease is the ack deadline of the copies a replay holds: long
 	// enough that copies it skips are not redelivered to it while it runs
 	// (Pub/Sub's maximum).
@@ -366,6 +370,11 @@ type topicReader struct {
 	log    *zap.Logger
 	client *pubsub.Client
 	sub    string
+	// lease is the ack deadline (seconds) the copies pulled are held for
+	// until Remove or Release; 0 leaves the subscription's own.
+	lease int32
+	// wait bounds each Pull (pullWait, or lookPullWait for a look).
+	wait time.Duration
 	// seen holds the Pub/Sub IDs of the copies returned so far; a copy
 	// pulled again (its lease ran out) is not returned twice.
 	seen map[string]bool
@@ -376,7 +385,7 @@ type topicReader struct {
 	copyIDs map[string]string // ack ID → Pub/Sub ID of the copies returned
 }
 
-func openTopicReader(ctx context.Context, log *zap.Logger, client *pubsub.Client, sub string) (*topicReader, error) {
+func openTopicReader(ctx context.Context, log *zap.Logger, client *pubsub.Client, sub string, look bool) (*topicReader, error) {
 	_, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("replay subscription %s does not exist (`pubsink setup` creates it on the dead-letter topic; set dead_letter.subscription to use another)", sub)
@@ -384,14 +393,19 @@ func openTopicReader(ctx context.Context, log *zap.Logger, client *pubsub.Client
 	if err != nil {
 		return nil, fmt.Errorf("replay subscription %s: %w", sub, err)
 	}
-	return &topicReader{log: log, client: client, sub: sub, seen: map[string]bool{}, removed: map[string]bool{}, copyIDs: map[string]string{}}, nil
+	r := &topicReader{log: log, client: client, sub: sub, lease: replayLease, wait: pullWait,
+		seen: map[string]bool{}, removed: map[string]bool{}, copyIDs: map[string]string{}}
+	if look {
+		r.lease, r.wait = 0, lookPullWait
+	}
+	return r, nil
 }
 
 // Next pulls up to n copies not returned before and holds them for
-// replayLease. See Reader.
+// replayLease (a look: the subscription's ack deadline). See Reader.
 func (s *topicReader) Next(ctx context.Context, n int) ([]*Entry, error) {
 	for empty := 0; empty < pullEmptyRounds; empty++ {
-		pctx, cancel := context.WithTimeout(ctx, pullWait)
+		pctx, cancel := context.WithTimeout(ctx, s.wait)
 		resp, err := s.client.SubscriptionAdminClient.Pull(pctx, &pubsubpb.PullRequest{Subscription: s.sub, MaxMessages: int32(n)})
 		cancel()
 		switch {
@@ -421,9 +435,13 @@ func (s *topicReader) Next(ctx context.Context, n int) ([]*Entry, error) {
 			}
 		}
 		// Hold what this replay keeps until it releases it, so that it is
-		// not pulled again meanwhile.
-		if err := s.modify(ctx, fresh, replayLease); err != nil {
-			return nil, err
+		// not pulled again meanwhile. A look holds it for the
+		// subscription's deadline only: if it is killed, the copies are
+		// back soon.
+		if s.lease > 0 {
+			if err := s.modify(ctx, fresh, s.lease); err != nil {
+				return nil, err
+			}
 		}
 		if err := s.ack(ctx, ack); err != nil {
 			return nil, err
