@@ -416,7 +416,7 @@ func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subs
 			have = "retains messages for " + keeps.String()
 		}
 		return &ConfigError{fmt.Errorf("reprocess: --from %s needs the topic to retain %s of messages, but %s %s. "+
-			"Enable it with `gcloud pubsub topics update %s --message-retention-duration=7d` (or set source.topic_message_retention in the configuration and run `pubsink setup`); "+
+			"Enable it with `gcloud pubsub topics update %s --message-retention-duration=7d` (or set source.topic_message_retention in the configuration and run `pubsink setup`, which widens it); "+
 			"only messages published after that can be replayed. Or give --snapshot with a snapshot taken before the range",
 			from.Format(time.RFC3339), need.Round(time.Second), topic.GetName(), have, topic.GetName())}
 	}
