@@ -227,7 +227,11 @@ func (s *setup) widenRetention(ctx context.Context, name string, have, want time
 		return fmt.Errorf("topic %s retains messages for %v, less than source.topic_message_retention %v, and setup could not widen it: %w; "+
 			"widen it with `gcloud pubsub topics update %s --message-retention-duration=%ds`", name, have, want, err, name, int64(want.Seconds()))
 	}
-	s.say("topic %s exists: widened its message retention from %v to %v\n  note: only messages published from now on are retained: reprocess --from cannot reach before now", name, have, want)
+	from := "none"
+	if have > 0 {
+		from = have.String()
+	}
+	s.say("topic %s exists: widened its message retention from %s to %v\n  note: only messages published from now on are retained: reprocess --from cannot reach before now", name, from, want)
 	return nil
 }
 

@@ -201,7 +201,7 @@ func TestSetupCreatesTheTopicWithItsMessageRetention(t *testing.T) {
 		switch {
 		case !existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "created topic "+topic+" (message retention 24h0m0s)")):
 			t.Errorf("new topic: retention %v, output:\n%s", keeps, out.String())
-		case existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "topic "+topic+" exists: widened its message retention from 0s to 24h0m0s\n"+
+		case existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "topic "+topic+" exists: widened its message retention from none to 24h0m0s\n"+
 			"  note: only messages published from now on are retained: reprocess --from cannot reach before now\n")):
 			t.Errorf("existing topic: retention %v, want widened to 24h; output:\n%s", keeps, out.String())
 		}
