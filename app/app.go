@@ -87,6 +87,8 @@ type Options struct {
 	// reprocess is set by Reprocess: the App runs one pipeline of a
 	// reprocess (app/reprocess.go).
 	reprocess *reprocessRun
+	// filterWarnAfter overrides pipeline.DefaultFilterWarnAfter (tests).
+	filterWarnAfter time.Duration
 }
 
 // App is every pipeline of one configuration, running in this process,
@@ -328,6 +330,8 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		Sink:    sink,
 		Limits:  limits,
 		Metrics: m,
+
+		FilterWarnAfter: a.opts.filterWarnAfter,
 	}
 	// Each optional part is built in a file of its own (dedupe.go,
 	// watermark.go, deadletter.go); a nil part is left out.

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/pipeline"
@@ -45,6 +47,7 @@ pipelines:
   - name: clicks
     mode: at_least_once
     source: {topic: clicks, subscription: clicks-sub, streams: 1}
+    filter: "data.?kind.orValue('') != 'heartbeat'"
     sink: {table: clicks, row_key: "{data.user}", batch: {max_delay: 1ms}}
 `
 
@@ -58,7 +61,9 @@ func startPageApp(t *testing.T) (*App, string) {
 	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Open(ctx, zap.NewNop(), cfg, f.opts)
+	opts := f.opts
+	opts.filterWarnAfter = time.Nanosecond // a second heartbeat of clicks is a warning (filteredEverything)
+	a, err := Open(ctx, zap.NewNop(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +92,26 @@ func startPageApp(t *testing.T) (*App, string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return a, "http://" + a.Addr()
+}
+
+// filterEverything publishes heartbeats to clicks, which its filter drops,
+// until the pipeline warns that its filter drops every message; it returns
+// the start of the warning the page shows.
+func filterEverything(t *testing.T, a *App) string {
+	t.Helper()
+	pub := a.pubsub.Publisher("projects/p/topics/clicks")
+	defer pub.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Pipelines()[1].Status().FilteredEverything == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no filter warning: %+v", a.Pipelines()[1].Status())
+		}
+		if _, err := pub.Publish(context.Background(), &pubsub.Message{Data: []byte(`{"kind":"heartbeat"}`)}).Get(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return `<div class="warning">warning: the filter has dropped every message for `
 }
 
 // makeChanges gives the pipeline called name of a's the counts of a change
@@ -231,6 +256,31 @@ func TestStatusPage(t *testing.T) {
 	if strings.Contains(page, `class="changes"`) {
 		t.Errorf("a pipeline without change activity has a changes line:\n%s", page)
 	}
+	if strings.Contains(page, `class="warning"`) {
+		t.Errorf("a pipeline whose filter dropped nothing has a filter warning:\n%s", page)
+	}
+	t.Run("a filter that drops every message is a warning on the page and /status", func(t *testing.T) {
+		warning := filterEverything(t, a)
+		page := getPage(t, base+"/")
+		if !strings.Contains(section(page, "clicks"), warning) || strings.Contains(section(page, "orders"), `class="warning"`) {
+			t.Errorf("want clicks' filter warning %s, and none for orders:\n%s", warning, page)
+		}
+		resp, err := http.Get(base + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Pipelines []pipeline.Status `json:"pipelines"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Pipelines) != 2 {
+			t.Fatalf("/status: %v, %+v", err, st)
+		}
+		w := st.Pipelines[1].FilteredEverything
+		if w == nil || w.Messages < 2 || w.Since.IsZero() || !strings.Contains(w.Warning, `check filter "data.?kind.orValue('') != 'heartbeat'"`) || st.Pipelines[0].FilteredEverything != nil {
+			t.Errorf("/status filtered_everything: clicks %+v, orders %+v", w, st.Pipelines[0].FilteredEverything)
+		}
+	})
 	t.Run("a pipeline with change activity has a changes line", func(t *testing.T) {
 		line := makeChanges(a, "orders")
 		page := getPage(t, base+"/")
@@ -370,8 +420,9 @@ func TestPageHistoryIsBounded(t *testing.T) {
 // chromium; CI installs it) 1280 pixels wide: it renders, names every
 // pipeline, has each pipeline's charts as SVG with their lines (the
 // history seeded by seedHistory), shows a reprocess's run and progress
-// when the process is one, and a pipeline's changes line when it has
-// change activity, and its screenshot is a real image.
+// when the process is one, a pipeline's changes line when it has change
+// activity, and the warning of a filter that drops every message, and its
+// screenshot is a real image.
 func TestStatusPageInChromium(t *testing.T) {
 	browser := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -411,7 +462,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	a.opts.reprocess = &reprocessRun{live: "orders", gate: gate, record: &reprocess.Record{Name: "orders~r20261203t061500z",
 		Subscription: "projects/p/subscriptions/orders-sub-reprocess", RestorePoint: "projects/p/snapshots/orders-sub-restore-20261203t061500z"}}
 	changes := makeChanges(a, "orders") // and none for clicks
+	warning := filterEverything(t, a)   // clicks' filter drops every message
 	dom := string(chrome("--dump-dom", base+"/"))
+	if !strings.Contains(section(dom, "clicks"), warning) {
+		t.Errorf("Chromium's DOM lacks clicks' filter warning %s:\n%s", warning, dom)
+	}
 	if !strings.Contains(section(dom, "orders"), changes) || strings.Contains(section(dom, "clicks"), `class="changes"`) {
 		t.Errorf("Chromium's DOM lacks orders' changes line %s, or has one for clicks:\n%s", changes, dom)
 	}

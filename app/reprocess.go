@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/reprocess"
@@ -172,7 +173,8 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		return err
 	}
 	defer bt.Close()
-	store := reprocess.NewStore(bt.Open(cfg.State.Table), pc.Name, now)
+	stateTable := bt.Open(cfg.State.Table)
+	store := reprocess.NewStore(stateTable, pc.Name, now)
 
 	live := cfg.SubscriptionName(pc.Source.Subscription)
 	liveSub, err := ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: live})
@@ -243,6 +245,9 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	} else {
 		fmt.Fprintf(out, "reprocess %s: resuming (%s)\n", rec.Name, describeRange(rec))
 	}
+	// Only a process that seeked the subscription sees the whole range: a
+	// resumed one counts what it did since.
+	seeked := !rec.Ready
 	if !rec.Ready {
 		if err := prepareSubscription(ctx, ps, liveSub, rec); err != nil {
 			return err
@@ -339,8 +344,64 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	}
 	finished = true
 	printSummary(out, rec, p, st, now().Sub(rec.Started))
-	return nil
+	if p.Done > 0 || !seeked {
+		return nil
+	}
+	return emptyRange(cctx, ps, stateTable, pc.Name, liveSub.GetTopic(), rec, out)
 }
+
+// emptyRange answers a run that got no message of its range. It is an
+// error (a *ConfigError: running it again gets nothing more) when the topic
+// is known to have carried messages in the range: the live pipeline's
+// dedupe journal holds keys claimed in it (exactly_once), or the restore
+// point shows the live subscription holding an unacked message published
+// in it. Otherwise the summary only notes it: an empty range may be a
+// quiet one.
+func emptyRange(ctx context.Context, ps *pubsub.Client, state *bigtable.Table, live, topic string, rec *reprocess.Record, out io.Writer) error {
+	from := rec.From
+	if rec.Snapshot != "" {
+		from = oldestRetained(ctx, ps, rec.Snapshot)
+	}
+	var evidence []string
+	if !from.IsZero() {
+		if n, err := dedupe.ClaimedBetween(ctx, state, live, from, rec.Until); err == nil && n > 0 {
+			evidence = append(evidence, fmt.Sprintf("the live pipeline %q claimed %d messages' keys in that time (its dedupe journal)", live, n))
+		}
+	}
+	if rec.RestorePoint != "" {
+		// A backlog: older than a minute before the run's start, so that
+		// clock skew and messages in flight do not count.
+		t := oldestRetained(ctx, ps, rec.RestorePoint)
+		if !t.IsZero() && t.Before(rec.Started.Add(-time.Minute)) && !t.After(rec.Until) && (from.IsZero() || !t.Before(from)) {
+			evidence = append(evidence, fmt.Sprintf("the live subscription holds an unacked message published at %s (restore point %s)", t.Format(time.RFC3339Nano), rec.RestorePoint))
+		}
+	}
+	why := "a new subscription gets only what the topic retains: messages published before its message retention was enabled " +
+		"(retention added after the topic was created) or before the retention window (--from too far back) cannot be replayed"
+	if len(evidence) == 0 {
+		fmt.Fprintf(out, "  note         no message of the range arrived; if the topic had messages in it, %s\n", why)
+		return nil
+	}
+	return &ConfigError{fmt.Errorf("reprocess %s: no message of the range (%s) arrived, but %s: the topic had messages in the range that the run's subscription did not get. "+
+		"Why: %s. What to do: see what %s retains (`gcloud pubsub topics describe %s --format='value(messageRetentionDuration)'`); "+
+		"reprocess only a range published after retention was enabled, or give --snapshot with a snapshot of the live subscription taken before the range",
+		rec.Name, describeRange(rec), strings.Join(evidence, ", and "), why, topic, topic)}
+}
+
+// oldestRetained reads a snapshot's oldest message: Pub/Sub expires a
+// snapshot 7 days after the publish time of the oldest unacked message it
+// holds (7 days after its creation when it holds none). Zero when the
+// snapshot cannot be read.
+func oldestRetained(ctx context.Context, ps *pubsub.Client, name string) time.Time {
+	s, err := ps.SubscriptionAdminClient.GetSnapshot(ctx, &pubsubpb.GetSnapshotRequest{Snapshot: name})
+	if err != nil || s.GetExpireTime() == nil {
+		return time.Time{}
+	}
+	return s.GetExpireTime().AsTime().Add(-snapshotLifetime)
+}
+
+// snapshotLifetime is how long after its oldest message a snapshot lives.
+const snapshotLifetime = 7 * 24 * time.Hour
 
 // parseWhen reads a time flag: RFC 3339, or a duration before now
 // (relative).
@@ -416,7 +477,7 @@ func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subs
 			have = "retains messages for " + keeps.String()
 		}
 		return &ConfigError{fmt.Errorf("reprocess: --from %s needs the topic to retain %s of messages, but %s %s. "+
-			"Enable it with `gcloud pubsub topics update %s --message-retention-duration=7d` (or set source.topic_message_retention in the configuration and run `pubsink setup`); "+
+			"Enable it with `gcloud pubsub topics update %s --message-retention-duration=7d` (or set source.topic_message_retention in the configuration and run `pubsink setup`, which widens it); "+
 			"only messages published after that can be replayed. Or give --snapshot with a snapshot taken before the range",
 			from.Format(time.RFC3339), need.Round(time.Second), topic.GetName(), have, topic.GetName())}
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/state"
@@ -198,11 +199,9 @@ func (s *setup) topic(ctx context.Context, name string, retention time.Duration,
 			return fmt.Errorf("topic %s: %w", name, err)
 		}
 		if have := got.GetMessageRetentionDuration().AsDuration(); have < retention {
-			s.say("topic %s exists\n  note: it retains messages for %v, less than source.topic_message_retention %v, and reprocess --from can seek back only that far; setup changes nothing: gcloud pubsub topics update %s --message-retention-duration=%ds",
-				name, have, retention, name, int64(retention.Seconds()))
-		} else {
-			s.say("topic %s exists", name)
+			return s.widenRetention(ctx, name, have, retention)
 		}
+		s.say("topic %s exists", name)
 	default:
 		return fmt.Errorf("create topic %s: %w", name, err)
 	}
@@ -225,6 +224,26 @@ type subSpec struct {
 // ordering that source.ordering asks for, which Pub/Sub cannot add to it
 // and run refuses.
 type orderingError struct{ error }
+
+// widenRetention raises an existing topic's message retention from have to
+// want. Pub/Sub retains from now on only: what was published before stays
+// out of reach of a reprocess --from, which the note says.
+func (s *setup) widenRetention(ctx context.Context, name string, have, want time.Duration) error {
+	_, err := s.ps.TopicAdminClient.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{
+		Topic:      &pubsubpb.Topic{Name: name, MessageRetentionDuration: durationpb.New(want)},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"message_retention_duration"}},
+	})
+	if err != nil {
+		return fmt.Errorf("topic %s retains messages for %v, less than source.topic_message_retention %v, and setup could not widen it: %w; "+
+			"widen it with `gcloud pubsub topics update %s --message-retention-duration=%ds`", name, have, want, err, name, int64(want.Seconds()))
+	}
+	from := "none"
+	if have > 0 {
+		from = have.String()
+	}
+	s.say("topic %s exists: widened its message retention from %s to %v\n  note: only messages published from now on are retained: reprocess --from cannot reach before now", name, from, want)
+	return nil
+}
 
 // subscription creates sub on topic as spec says, or checks that an
 // existing sub is attached to topic; it leaves an existing sub's retry

@@ -10,6 +10,8 @@ import (
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/state"
 )
@@ -168,8 +170,9 @@ func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
 
 // TestSetupCreatesTheTopicWithItsMessageRetention: with
 // source.topic_message_retention, setup creates the topic retaining its
-// messages that long (so that reprocess --from can seek back), and says
-// when an existing topic retains less, changing nothing.
+// messages that long (so that reprocess --from can seek back), and widens
+// an existing topic that retains less, saying that only what is published
+// from then on is retained.
 func TestSetupCreatesTheTopicWithItsMessageRetention(t *testing.T) {
 	ctx := context.Background()
 	for _, existing := range []bool{false, true} {
@@ -198,9 +201,39 @@ func TestSetupCreatesTheTopicWithItsMessageRetention(t *testing.T) {
 		switch {
 		case !existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "created topic "+topic+" (message retention 24h0m0s)")):
 			t.Errorf("new topic: retention %v, output:\n%s", keeps, out.String())
-		case existing && (keeps != 0 || !strings.Contains(out.String(), "topic "+topic+" exists\n  note: it retains messages for 0s, less than source.topic_message_retention 24h0m0s")):
-			t.Errorf("existing topic: retention %v (setup must not change it), output:\n%s", keeps, out.String())
+		case existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "topic "+topic+" exists: widened its message retention from none to 24h0m0s\n"+
+			"  note: only messages published from now on are retained: reprocess --from cannot reach before now\n")):
+			t.Errorf("existing topic: retention %v, want widened to 24h; output:\n%s", keeps, out.String())
 		}
+	}
+}
+
+// TestSetupNeverNarrowsATopicsMessageRetention: an existing topic that
+// retains longer than source.topic_message_retention keeps its retention,
+// and a second setup, with the retention already as asked, says only that
+// the topic exists.
+func TestSetupNeverNarrowsATopicsMessageRetention(t *testing.T) {
+	ctx := context.Background()
+	f := newFakes(t)
+	stateAdmin(t, f)
+	topic := "projects/p/topics/orders"
+	if _, err := f.ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic, MessageRetentionDuration: durationpb.New(48 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(strings.Replace(setupYAML, "subscription: orders-sub,", "subscription: orders-sub, topic_message_retention: 24h,", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Setup(ctx, cfg, f.ps, f.admin, &out); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out.String())
+	}
+	got, err := f.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keeps := got.GetMessageRetentionDuration().AsDuration(); keeps != 48*time.Hour || !strings.Contains(out.String(), "topic "+topic+" exists\n") {
+		t.Errorf("retention %v, want 48h kept; output:\n%s", keeps, out.String())
 	}
 }
 

@@ -43,6 +43,11 @@ type Deps struct {
 	// dead-letter output before it is nacked; zero means
 	// DefaultDeadLetterWait.
 	DeadLetterWait time.Duration
+	// FilterWarnAfter is how long the filter must drop every message
+	// before the pipeline warns; zero means DefaultFilterWarnAfter.
+	// FilterClock is that warning's clock; nil: time.Now.
+	FilterWarnAfter time.Duration
+	FilterClock     func() time.Time
 }
 
 // The lifecycle a part may have. Each part's interface below says which of

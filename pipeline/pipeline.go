@@ -33,6 +33,9 @@ type Pipeline struct {
 	stages   stageObservers
 	sampler  stageSampler
 	changes  changeCounters
+	// filters watches the filter for dropping every message; nil
+	// without a filter.
+	filters *filterWatch
 	// stopMembers ends the membership's renewals that Run started and
 	// waits for them; Close calls it.
 	stopMembers func()
@@ -62,6 +65,9 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 		inFlight: newInFlight(),
 		sampler:  stageSampler{every: stageSampleEvery},
 		changes:  newChangeCounters(cfg, deps.Metrics),
+	}
+	if cfg.Filter != "" {
+		p.filters = newFilterWatch(deps.FilterWarnAfter, deps.FilterClock, p.log, cfg.Filter)
 	}
 	if p.dlWait <= 0 {
 		p.dlWait = DefaultDeadLetterWait
@@ -425,6 +431,13 @@ func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out
 			out = Retry
 		} else {
 			p.lap(r, stageReport)
+		}
+	}
+	if p.filters != nil && out != Retry {
+		if out == Filtered {
+			p.filters.filtered()
+		} else {
+			p.filters.passed()
 		}
 	}
 	switch out {

@@ -49,6 +49,10 @@ type Status struct {
 	// help (what /healthz answers).
 	StreamReopens int64  `json:"stream_reopens"`
 	Stalled       string `json:"stalled,omitempty"`
+	// FilteredEverything is set while the filter has dropped every
+	// message (none passed) for FilterWarnAfter or longer while messages
+	// arrived, until a message passes.
+	FilteredEverything *FilterWarning `json:"filtered_everything,omitempty"`
 
 	// OldestInFlight is the oldest publish time (to the second) among the
 	// messages being processed.
@@ -124,6 +128,9 @@ func (p *Pipeline) Status() Status {
 	}
 	if err := p.Stalled(); err != nil {
 		s.Stalled = err.Error()
+	}
+	if p.filters != nil {
+		s.FilteredEverything = p.filters.warning()
 	}
 	for _, r := range deadletter.Reasons {
 		s.DeadLettered[string(r)] = int64(metrics.Value(m.DeadLettered(string(r))))
