@@ -162,7 +162,7 @@ func (s *setup) sourceTopic(ctx context.Context, name string, retention time.Dur
 // noSchemaNote says that a topic without a schema leaves a pipeline that
 // reads its topic's schema nothing to decode with.
 func (s *setup) noSchemaNote(topic string) {
-	s.say("  note: topic %s has no schema, and payload.schema is topic: run refuses to start (exit 2) until it has one; name the schema file in payload.schema (setup creates the schema with the topic), or give the topic a schema: gcloud pubsub topics update %s --schema=SCHEMA --message-encoding=binary",
+	s.say("  note: topic %s has no schema, and payload.schema is topic: run can decode none of its messages (schema_unavailable); name the schema file in payload.schema (setup creates the schema with the topic), or give the topic a schema: gcloud pubsub topics update %s --schema=SCHEMA --message-encoding=binary",
 		topic, topic)
 }
 

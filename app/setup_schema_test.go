@@ -302,7 +302,7 @@ func TestSetupCreatesTheTopicSchema(t *testing.T) {
 	// message: setup says so, for the topic it creates and an existing one.
 	t.Run("payload.schema topic on a topic without a schema", func(t *testing.T) {
 		p := env.project("schema-topic")
-		note := "  note: topic " + p.topic("readings") + " has no schema, and payload.schema is topic: run refuses to start (exit 2) until it has one; name the schema file in payload.schema (setup creates the schema with the topic), or give the topic a schema: gcloud pubsub topics update " + p.topic("readings") + " --schema=SCHEMA --message-encoding=binary\n"
+		note := "  note: topic " + p.topic("readings") + " has no schema, and payload.schema is topic: run can decode none of its messages (schema_unavailable); name the schema file in payload.schema (setup creates the schema with the topic), or give the topic a schema: gcloud pubsub topics update " + p.topic("readings") + " --schema=SCHEMA --message-encoding=binary\n"
 		for _, first := range []bool{true, false} {
 			out, err := env.setup(p, "{format: avro}")
 			if err != nil {

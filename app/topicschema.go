@@ -41,14 +41,17 @@ type topicSchemaCheck struct {
 func checkTopicSchema(ctx context.Context, revs revisionLister, i int, pc config.Pipeline, topic, schema string) (topicSchemaCheck, error) {
 	var out topicSchemaCheck
 	at := fmt.Sprintf("pipelines[%d].", i)
+	// A topic without a schema is a warning, not an error: its messages
+	// are dead-lettered as schema_unavailable, as the reference has always
+	// said, and a schema may be given to the topic while run runs.
 	switch schema {
 	case "":
-		out.errors = append(out.errors, config.Problem{Path: at + "payload.schema",
-			Message: fmt.Sprintf("topic %s has no schema, so its messages carry none to decode them with: give the topic a schema, or name a schema file (payload.schema: FILE)", topic)})
+		out.warnings = append(out.warnings, config.Problem{Path: at + "payload.schema",
+			Message: fmt.Sprintf("topic %s has no schema, so its messages carry none to decode them with (each is dead-lettered as schema_unavailable): give the topic a schema, or name a schema file (payload.schema: FILE)", topic)})
 		return out, nil
 	case source.DeletedSchema:
-		out.errors = append(out.errors, config.Problem{Path: at + "payload.schema",
-			Message: fmt.Sprintf("the schema of topic %s was deleted: give the topic a schema, or name a schema file (payload.schema: FILE)", topic)})
+		out.warnings = append(out.warnings, config.Problem{Path: at + "payload.schema",
+			Message: fmt.Sprintf("the schema of topic %s was deleted (its messages are dead-lettered as schema_unavailable): give the topic a schema, or name a schema file (payload.schema: FILE)", topic)})
 		return out, nil
 	}
 	list, err := revs.List(ctx, schema)
