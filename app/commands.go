@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func LoadConfig(path string) (*config.Config, error) {
 func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, &ConfigError{fmt.Errorf("config: %w", err)}
+		return nil, nil, &ConfigError{readError(path, err)}
 	}
 	cfg, err := config.Parse(data)
 	if err != nil {
@@ -65,9 +66,22 @@ func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 	return cfg, config.Warnings(cfg, data), nil
 }
 
+// DefaultConfigPath is the configuration file of a command given neither
+// --config nor $PUBSINK_CONFIG.
+const DefaultConfigPath = "/etc/pubsink/config.yaml"
+
+// readError is the failure to read the configuration file at path. The
+// default path missing means that no file was named: say how to name one.
+func readError(path string, err error) error {
+	if path == DefaultConfigPath && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("config: no configuration file given, and the default %s does not exist: name one with --config FILE (-c FILE) or $PUBSINK_CONFIG", path)
+	}
+	return fmt.Errorf("config: %w", err)
+}
+
 // Validate loads the file at path and reports it on out: its warnings, one
 // "warning: path: message (line N)" per line, then "PATH: ok (N
-// pipelines)". Warnings do not make it fail.
+// pipelines)" ("1 pipeline"). Warnings do not make it fail.
 func Validate(path string, out io.Writer) error {
 	cfg, warnings, err := loadWithWarnings(path)
 	if err != nil {
@@ -79,8 +93,17 @@ func Validate(path string, out io.Writer) error {
 	for _, w := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
-	fmt.Fprintf(out, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
+	fmt.Fprintf(out, "%s: ok (%s)\n", path, plural(len(cfg.Pipelines), "pipeline"))
 	return nil
+}
+
+// plural is n with noun, in the plural unless n is 1: "1 pipeline", "3
+// pipelines".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // localProblems are what validate can check on this machine beyond the
