@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/bigtable"
@@ -59,11 +60,48 @@ func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 	if err != nil {
 		return nil, nil, &ConfigError{err}
 	}
-	if ps := mappingProblems(cfg); len(ps) > 0 {
+	cfg.ResolvePaths(filepath.Dir(path))
+	ps := missingSchemaFiles(cfg)
+	for _, mp := range mappingProblems(cfg) {
+		// A missing file is reported once, in the words that name its directory.
+		if !slices.ContainsFunc(ps, func(p config.Problem) bool { return p.Path == mp.Path }) {
+			ps = append(ps, mp)
+		}
+	}
+	if len(ps) > 0 {
 		ps.Locate(data)
 		return nil, nil, &ConfigError{ps}
 	}
 	return cfg, config.Warnings(cfg, data), nil
+}
+
+// missingSchemaFiles reports each schema file (payload.schema, resolved
+// against the configuration's directory) that does not exist, naming the
+// directory it was looked for in: a path the user thought relative to the
+// working directory is then plain to see.
+func missingSchemaFiles(cfg *config.Config) config.Problems {
+	var ps config.Problems
+	for i, p := range cfg.Pipelines {
+		if p.Payload.Schema == "" || p.Payload.TopicSchema() {
+			continue
+		}
+		if _, err := os.Stat(p.Payload.Schema); errors.Is(err, fs.ErrNotExist) {
+			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].payload.schema", i),
+				Message: fmt.Sprintf("no file %s in %s (a relative path is relative to the configuration file's directory)",
+					filepath.Base(p.Payload.Schema), absDir(p.Payload.Schema))})
+		}
+	}
+	return ps
+}
+
+// absDir is the directory of path, absolute when the working directory is
+// known.
+func absDir(path string) string {
+	dir := filepath.Dir(path)
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
 }
 
 // DefaultConfigPath is the configuration file of a command given neither
@@ -119,7 +157,7 @@ func localProblems(cfg *config.Config) config.Problems {
 		dir := filepath.Dir(p.DeadLetter.File)
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].dead_letter.file", i),
-				Message: fmt.Sprintf("directory %s does not exist: create it, or name a file in one that does", dir)})
+				Message: fmt.Sprintf("directory %s does not exist: create it, or name a file in one that does (a relative path is relative to the configuration file's directory)", absDir(p.DeadLetter.File))})
 		}
 	}
 	return ps
