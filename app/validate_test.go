@@ -132,3 +132,44 @@ pipelines:
 		t.Errorf("problem:\n%s\nwant\n%s", ps[0], want)
 	}
 }
+
+// TestSchemaFileProblemsAreLocatedOnce: a .proto's syntax error is one
+// location, the file's path, line and column, without the key's line (a
+// second line number, of another file); a message the .proto does not
+// have is reported at payload.message, with its line.
+func TestSchemaFileProblemsAreLocatedOnce(t *testing.T) {
+	protos, err := filepath.Abs("../mapping/testdata/proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pubsink.yaml")
+	cfg := `project: p
+pipelines:
+  - name: broken
+    mode: at_least_once
+    source: {subscription: broken-sub}
+    payload: {format: protobuf, schema: ` + protos + `/syntax_error.proto, message: pubsink.test.Broken}
+    sink: {type: stdout}
+  - name: misnamed
+    mode: at_least_once
+    source: {subscription: misnamed-sub}
+    payload:
+      format: protobuf
+      schema: ` + protos + `/reading.proto
+      message: pubsink.test.Readin
+    sink: {type: stdout}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = Validate(path, &strings.Builder{})
+	var ps config.Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("validate: %v, want problems", err)
+	}
+	want := `pipelines[0].payload.schema: ` + protos + `/syntax_error.proto:8:3: syntax error: expecting ';'
+pipelines[1].payload.message: no message "pubsink.test.Readin" in ` + protos + `/reading.proto; did you mean "pubsink.test.Reading"? (its messages: pubsink.test.Reading, pubsink.test.Reading.Location, pubsink.test.Node) (line 14)`
+	if ps.Error() != want {
+		t.Errorf("problems:\n%s\nwant\n%s", ps.Error(), want)
+	}
+}

@@ -175,7 +175,8 @@ type column struct {
 func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, error) {
 	var ps config.Problems
 	add := func(path string, err error) {
-		ps = append(ps, config.Problem{Path: path, Message: err.Error()})
+		var located *locatedError
+		ps = append(ps, config.Problem{Path: path, Message: err.Error(), Elsewhere: errors.As(err, &located)})
 	}
 	m := &Mapper{
 		format:  cfg.Payload.Format,
@@ -198,9 +199,13 @@ func New(cfg config.Pipeline, schemas Schemas, limits sinks.Limits) (*Mapper, er
 		m.topic = newSchemaCache(schemas)
 	case cfg.Payload.Schema != "":
 		c, err := compileFile(m.format, cfg.Payload.Schema, cfg.Payload.Message)
-		if err != nil {
+		var noMessage *messageError
+		switch {
+		case errors.As(err, &noMessage):
+			add("payload.message", err)
+		case err != nil:
 			add("payload.schema", err)
-		} else {
+		default:
 			m.fileCodec, checker = c, c.(pathChecker)
 		}
 		m.fileJSON = cfg.Payload.Encoding == config.EncodingJSON
