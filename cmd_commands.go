@@ -55,6 +55,7 @@ The whole contract: docs/reference.md.`,
 			"Creates what the file names and is missing, one line per action; idempotent.",
 			func(path string) error { return app.SetupFile(ctx, path, stdout) }),
 		demoCommand(ctx, stdout, stderr),
+		configGroup(stdout),
 		deadLetterCommand(ctx, stdout, stderr),
 		reprocessCommand(ctx, stdout, stderr),
 		&cobra.Command{
@@ -163,6 +164,20 @@ func demoCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 	fs.Uint64Var(&opts.Seed, "seed", 1, "seed of the sample stream")
 	fs.StringVar(&opts.LogLevel, "log-level", "", "log the pipeline's work to stderr at this `level` (debug, info, warn, error); default: no logs")
 	return cmd
+}
+
+func configGroup(stdout io.Writer) *cobra.Command {
+	group := commandGroup("config", "Work with the configuration file's format")
+	group.AddCommand(&cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the configuration file",
+		Long: "Prints the JSON Schema (draft-07) of the configuration file, for editors that run the YAML language\n" +
+			"server: `pubsink config schema > pubsink.schema.json`, then start the file with\n" +
+			"# yaml-language-server: $schema=pubsink.schema.json",
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return app.ConfigSchema(stdout) },
+	})
+	return group
 }
 
 func deadLetterCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {

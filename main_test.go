@@ -135,6 +135,25 @@ func TestNoConfigNamesTheFlagAndTheVariable(t *testing.T) {
 	}
 }
 
+// TestConfigSchemaPrintsTheSchemaFile: `pubsink config schema` prints
+// docs/pubsink.schema.json (which config's TestSchemaFileIsUpToDate keeps
+// equal to what the code and the reference make), byte for byte, on stdout.
+func TestConfigSchemaPrintsTheSchemaFile(t *testing.T) {
+	want, err := os.ReadFile("docs/pubsink.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"config", "schema"}, &stdout, &stderr); code != exitOK || !bytes.Equal(stdout.Bytes(), want) || stderr.Len() > 0 {
+		t.Fatalf("config schema: exit %d, %d bytes (want the %d of docs/pubsink.schema.json), stderr %q", code, stdout.Len(), len(want), stderr.String())
+	}
+	var out bytes.Buffer
+	if code := run([]string{"config", "scheme"}, &out, &out); code != exitUsage ||
+		!strings.Contains(out.String(), `config: unknown subcommand "scheme" (did you mean "schema"?); the subcommands are: schema`) {
+		t.Errorf("config scheme: exit %d:\n%s", code, out.String())
+	}
+}
+
 func TestConfigDefaultsToTheEnvironment(t *testing.T) {
 	t.Setenv("PUBSINK_CONFIG", "examples.yaml")
 	var out bytes.Buffer
@@ -150,7 +169,8 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		args  []string
 		flags []string
 	}{
-		{[]string{"--help"}, []string{"run", "validate", "setup", "demo", "deadletter", "version", "completion"}},
+		{[]string{"--help"}, []string{"run", "validate", "setup", "demo", "config", "deadletter", "version", "completion"}},
+		{[]string{"config", "schema", "--help"}, []string{"yaml-language-server"}},
 		{[]string{"run", "--help"}, []string{"--config"}},
 		{[]string{"validate", "-h"}, []string{"--config"}},
 		{[]string{"setup", "--help"}, []string{"--config"}},

@@ -17,6 +17,7 @@ import (
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/deadletter/replay"
+	"github.com/pubsink/pubsink/docs"
 	"github.com/pubsink/pubsink/internal/buildinfo"
 	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/mapping"
@@ -347,6 +348,13 @@ func ReplayFile(ctx context.Context, path string, req ReplayRequest, out, logs i
 		return fmt.Errorf("deadletter replay: %d dead letters could not be replayed and were left in place", sum.Failed)
 	}
 	return nil
+}
+
+// ConfigSchema writes the JSON Schema of the configuration file (draft-07)
+// to out: docs/pubsink.schema.json as the binary was built with it.
+func ConfigSchema(out io.Writer) error {
+	_, err := out.Write(docs.ConfigSchema)
+	return err
 }
 
 // Version is the line `pubsink version` prints: the module version, the
