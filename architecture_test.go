@@ -31,6 +31,7 @@ var tiers = []struct{ tier, pattern string }{
 	{"app", "app"},
 	{"rig", "internal/testenv/..."},
 	{"helper", "internal/..."},
+	{"helper", "docs"},
 	{"tool", "tools/..."},
 	{"test", "e2e"},
 	{"deploy", "deploy"},

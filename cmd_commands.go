@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,7 @@ The whole contract: docs/reference.md.`,
 			"Creates what the file names and is missing, one line per action; idempotent.",
 			func(path string) error { return app.SetupFile(ctx, path, stdout) }),
 		demoCommand(ctx, stdout, stderr),
+		configGroup(stdout),
 		deadLetterCommand(ctx, stdout, stderr),
 		reprocessCommand(ctx, stdout, stderr),
 		&cobra.Command{
@@ -69,19 +71,65 @@ The whole contract: docs/reference.md.`,
 	return root
 }
 
-// noArgs refuses positional arguments as a usage error.
+// noArgs refuses positional arguments as a usage error. A command that
+// reads a configuration file names the flag for it: the argument is most
+// likely the file, written as other tools take it.
 func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected argument %q", cmd.Name(), args[0]), cmd.CommandPath()}
+	if len(args) == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%s: unexpected argument %q", cmd.Name(), args[0])
+	if f := cmd.Flags().Lookup("config"); f != nil && !f.Changed {
+		msg += fmt.Sprintf(": to name the configuration file, write -c %s", args[0])
+	}
+	return usageError{msg, cmd.CommandPath()}
+}
+
+// commandGroup is a command that only holds subcommands (deadletter). Run
+// with an unknown subcommand, none, or flags (which belong to a
+// subcommand: "deadletter list -c f" when there is no list), it says which
+// subcommands there are, from the tree as it is.
+func commandGroup(use, short string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return subcommandError(cmd, args)
+		},
+		SuggestionsMinimumDistance: 2, // cobra's own default, which SuggestionsFor does not apply
+	}
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, _ error) error {
+		return subcommandError(cmd, cmd.Flags().Args()) // the arguments read before the flag
+	})
+	return cmd
+}
+
+// subcommandError is the usage error of a command group run without one of
+// its subcommands: the unknown one (with cobra's suggestion), and the list.
+func subcommandError(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	msg := fmt.Sprintf("%s: a subcommand is needed", cmd.Name())
+	if len(args) > 0 {
+		msg = fmt.Sprintf("%s: unknown subcommand %q", cmd.Name(), args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+	}
+	msg += fmt.Sprintf("; the subcommands are: %s", strings.Join(names, ", "))
+	return usageError{msg, cmd.CommandPath()}
 }
 
 // configFlag registers --config and its short form -c.
 func configFlag(fs *pflag.FlagSet) *string {
 	def := os.Getenv("PUBSINK_CONFIG")
 	if def == "" {
-		def = "/etc/pubsink/config.yaml"
+		def = app.DefaultConfigPath
 	}
 	return fs.StringP("config", "c", def, "configuration `file` ($PUBSINK_CONFIG)")
 }
@@ -116,15 +164,22 @@ func demoCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
+func configGroup(stdout io.Writer) *cobra.Command {
+	group := commandGroup("config", "Work with the configuration file's format")
+	group.AddCommand(&cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the configuration file",
+		Long: "Prints the JSON Schema (draft-07) of the configuration file, for editors that run the YAML language\n" +
+			"server: `pubsink config schema > pubsink.schema.json`, then start the file with\n" +
+			"# yaml-language-server: $schema=pubsink.schema.json",
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return app.ConfigSchema(stdout) },
+	})
+	return group
+}
+
 func deadLetterCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
-	dl := &cobra.Command{
-		Use:   "deadletter",
-		Short: "Work with a pipeline's dead letters",
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageError{"deadletter: the subcommands are list, show and replay", cmd.CommandPath()}
-		},
-	}
+	dl := commandGroup("deadletter", "Work with a pipeline's dead letters")
 	var req app.ReplayRequest
 	replay := &cobra.Command{
 		Use:   "replay",

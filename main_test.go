@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/pubsink/pubsink/app"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -35,7 +40,7 @@ func TestExitCodes(t *testing.T) {
 		{"an unknown command is a usage error", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{"an unknown flag is a usage error", []string{"validate", "--nope"}, exitUsage, "unknown flag: --nope"},
 		{"a positional argument is a usage error", []string{"validate", "-c", good, "extra"}, exitUsage, `unexpected argument "extra"`},
-		{"deadletter without a subcommand is a usage error", []string{"deadletter"}, exitUsage, "the subcommands are list, show and replay"},
+		{"deadletter without a subcommand is a usage error", []string{"deadletter"}, exitUsage, "deadletter: a subcommand is needed; the subcommands are: "},
 		{"list without --pipeline is a usage error", []string{"deadletter", "list", "-c", withFile}, exitUsage, "--pipeline is required"},
 		{"list with a negative --limit is a usage error", []string{"deadletter", "list", "-c", withFile, "--pipeline", "a", "--limit", "-1"}, exitUsage, "--limit must not be negative"},
 		{"list with an unknown --reason is a usage error", []string{"deadletter", "list", "-c", withFile, "--pipeline", "a", "--reason", "lat"}, exitUsage, `--reason "lat" is not one of invalid_payload,`},
@@ -51,9 +56,9 @@ func TestExitCodes(t *testing.T) {
 		{"version names the Go version", []string{"version"}, exitOK, "pubsink (devel) (revision "},
 		{"--version too", []string{"--version"}, exitOK, runtime.Version()},
 		{"and -version, as the flag package had it", []string{"-version"}, exitOK, runtime.Version()},
-		{"a single-dash long flag, as the flag package had it", []string{"validate", "-config", good}, exitOK, "ok (1 pipelines)"},
+		{"a single-dash long flag, as the flag package had it", []string{"validate", "-config", good}, exitOK, "ok (1 pipeline)"},
 		{"run with a bad file logs the problems as JSON and exits 2", []string{"run", "-c", bad}, exitUsage, `"severity":"ERROR"`},
-		{"validate accepts a good file", []string{"validate", "-c", good}, exitOK, "ok (1 pipelines)"},
+		{"validate accepts a good file", []string{"validate", "-c", good}, exitOK, "ok (1 pipeline)"},
 		{"validate prints every problem and exits 2", []string{"validate", "--config", bad}, exitUsage, "pipelines[0].sink.colums: unknown key"},
 		{"validate of a missing file exits 2", []string{"validate", "-c", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
 		{"the examples validate", []string{"validate", "-c", "examples.yaml"}, exitOK, "ok (3 pipelines)"},
@@ -67,6 +72,99 @@ func TestExitCodes(t *testing.T) {
 				t.Fatalf("run(%q) = %d, output:\n%s\nwant %d and %q", c.args, code, out.String(), c.code, c.out)
 			}
 		})
+	}
+}
+
+// TestAPositionalConfigFileNamesTheFlag: every command that reads a
+// configuration file, given the file as an argument (as other tools take
+// it), says to write -c FILE.
+func TestAPositionalConfigFileNamesTheFlag(t *testing.T) {
+	var commands [][]string
+	var walk func(cmd *cobra.Command, path []string)
+	walk = func(cmd *cobra.Command, path []string) {
+		if cmd.LocalFlags().Lookup("config") != nil {
+			commands = append(commands, path)
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub, append(slices.Clone(path), sub.Name()))
+		}
+	}
+	walk(newRoot(context.Background(), io.Discard, io.Discard), nil)
+	if len(commands) < 5 { // run, validate, setup, deadletter replay, reprocess
+		t.Fatalf("commands with --config: %q", commands)
+	}
+	for _, cmd := range commands {
+		var out bytes.Buffer
+		args := append(cmd, "pubsink.yaml")
+		code := run(args, &out, &out)
+		want := fmt.Sprintf("%s: unexpected argument \"pubsink.yaml\": to name the configuration file, write -c pubsink.yaml", cmd[len(cmd)-1])
+		if code != exitUsage || !strings.Contains(out.String(), want) {
+			t.Errorf("run(%q) = %d:\n%s\nwant %d and %q", args, code, out.String(), exitUsage, want)
+		}
+	}
+}
+
+// TestACommandGroupNamesItsSubcommands: a group run with a subcommand it
+// does not have, with flags, or with nothing, lists the subcommands it has.
+func TestACommandGroupNamesItsSubcommands(t *testing.T) {
+	root := newRoot(context.Background(), io.Discard, io.Discard)
+	dl, _, err := root.Find([]string{"deadletter"})
+	if err != nil || dl.Name() != "deadletter" {
+		t.Fatalf("no deadletter command: %v", err)
+	}
+	var subs []string
+	for _, c := range dl.Commands() {
+		subs = append(subs, c.Name())
+	}
+	list := "the subcommands are: " + strings.Join(subs, ", ")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"deadletter", "lsit", "-c", "examples.yaml", "--pipeline", "p"}, `deadletter: unknown subcommand "lsit"; ` + list},
+		{[]string{"deadletter", "lsit"}, `deadletter: unknown subcommand "lsit"; ` + list},
+		{[]string{"deadletter", "replya", "--pipeline", "p"}, `deadletter: unknown subcommand "replya" (did you mean "replay"?); ` + list},
+		{[]string{"deadletter", "--pipeline", "p"}, "deadletter: a subcommand is needed; " + list},
+	} {
+		var out bytes.Buffer
+		if code := run(c.args, &out, &out); code != exitUsage || !strings.Contains(out.String(), c.want) {
+			t.Errorf("run(%q) = %d:\n%s\nwant %d and %q", c.args, code, out.String(), exitUsage, c.want)
+		}
+	}
+}
+
+// TestNoConfigNamesTheFlagAndTheVariable: with neither --config nor
+// $PUBSINK_CONFIG, and no file at the default path, the error says how to
+// name the file.
+func TestNoConfigNamesTheFlagAndTheVariable(t *testing.T) {
+	if _, err := os.Stat(app.DefaultConfigPath); err == nil {
+		t.Fatalf("%s exists on this machine: the test needs it not to", app.DefaultConfigPath)
+	}
+	t.Setenv("PUBSINK_CONFIG", "")
+	var out bytes.Buffer
+	code := run([]string{"validate"}, &out, &out)
+	want := "pubsink: config: no configuration file given, and the default /etc/pubsink/config.yaml does not exist: name one with --config FILE (-c FILE) or $PUBSINK_CONFIG\n"
+	if code != exitUsage || out.String() != want {
+		t.Fatalf("validate without a file = %d:\n%s\nwant %d and\n%s", code, out.String(), exitUsage, want)
+	}
+}
+
+// TestConfigSchemaPrintsTheSchemaFile: `pubsink config schema` prints
+// docs/pubsink.schema.json (which config's TestSchemaFileIsUpToDate keeps
+// equal to what the code and the reference make), byte for byte, on stdout.
+func TestConfigSchemaPrintsTheSchemaFile(t *testing.T) {
+	want, err := os.ReadFile("docs/pubsink.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"config", "schema"}, &stdout, &stderr); code != exitOK || !bytes.Equal(stdout.Bytes(), want) || stderr.Len() > 0 {
+		t.Fatalf("config schema: exit %d, %d bytes (want the %d of docs/pubsink.schema.json), stderr %q", code, stdout.Len(), len(want), stderr.String())
+	}
+	var out bytes.Buffer
+	if code := run([]string{"config", "scheme"}, &out, &out); code != exitUsage ||
+		!strings.Contains(out.String(), `config: unknown subcommand "scheme" (did you mean "schema"?); the subcommands are: schema`) {
+		t.Errorf("config scheme: exit %d:\n%s", code, out.String())
 	}
 }
 
@@ -85,7 +183,8 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		args  []string
 		flags []string
 	}{
-		{[]string{"--help"}, []string{"run", "validate", "setup", "demo", "deadletter", "version", "completion"}},
+		{[]string{"--help"}, []string{"run", "validate", "setup", "demo", "config", "deadletter", "version", "completion"}},
+		{[]string{"config", "schema", "--help"}, []string{"yaml-language-server"}},
 		{[]string{"run", "--help"}, []string{"--config"}},
 		{[]string{"validate", "-h"}, []string{"--config"}},
 		{[]string{"setup", "--help"}, []string{"--config"}},

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"cloud.google.com/go/bigtable"
@@ -16,6 +18,7 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/deadletter/inspect"
 	"github.com/pubsink/pubsink/deadletter/replay"
+	"github.com/pubsink/pubsink/docs"
 	"github.com/pubsink/pubsink/internal/buildinfo"
 	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/mapping"
@@ -53,22 +56,72 @@ func LoadConfig(path string) (*config.Config, error) {
 func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, &ConfigError{fmt.Errorf("config: %w", err)}
+		return nil, nil, &ConfigError{readError(path, err)}
 	}
 	cfg, err := config.Parse(data)
 	if err != nil {
 		return nil, nil, &ConfigError{err}
 	}
-	if ps := mappingProblems(cfg); len(ps) > 0 {
+	cfg.ResolvePaths(filepath.Dir(path))
+	ps := missingSchemaFiles(cfg)
+	for _, mp := range mappingProblems(cfg) {
+		// A missing file is reported once, in the words that name its directory.
+		if !slices.ContainsFunc(ps, func(p config.Problem) bool { return p.Path == mp.Path }) {
+			ps = append(ps, mp)
+		}
+	}
+	if len(ps) > 0 {
 		ps.Locate(data)
 		return nil, nil, &ConfigError{ps}
 	}
 	return cfg, config.Warnings(cfg, data), nil
 }
 
+// missingSchemaFiles reports each schema file (payload.schema, resolved
+// against the configuration's directory) that does not exist, naming the
+// directory it was looked for in: a path the user thought relative to the
+// working directory is then plain to see.
+func missingSchemaFiles(cfg *config.Config) config.Problems {
+	var ps config.Problems
+	for i, p := range cfg.Pipelines {
+		if p.Payload.Schema == "" || p.Payload.TopicSchema() {
+			continue
+		}
+		if _, err := os.Stat(p.Payload.Schema); errors.Is(err, fs.ErrNotExist) {
+			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].payload.schema", i),
+				Message: fmt.Sprintf("no file %s in %s (a relative path is relative to the configuration file's directory)",
+					filepath.Base(p.Payload.Schema), absDir(p.Payload.Schema))})
+		}
+	}
+	return ps
+}
+
+// absDir is the directory of path, absolute when the working directory is
+// known.
+func absDir(path string) string {
+	dir := filepath.Dir(path)
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
+// DefaultConfigPath is the configuration file of a command given neither
+// --config nor $PUBSINK_CONFIG.
+const DefaultConfigPath = "/etc/pubsink/config.yaml"
+
+// readError is the failure to read the configuration file at path. The
+// default path missing means that no file was named: say how to name one.
+func readError(path string, err error) error {
+	if path == DefaultConfigPath && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("config: no configuration file given, and the default %s does not exist: name one with --config FILE (-c FILE) or $PUBSINK_CONFIG", path)
+	}
+	return fmt.Errorf("config: %w", err)
+}
+
 // Validate loads the file at path and reports it on out: its warnings, one
 // "warning: path: message (line N)" per line, then "PATH: ok (N
-// pipelines)". Warnings do not make it fail.
+// pipelines)" ("1 pipeline"). Warnings do not make it fail.
 //
 // Unless offline, it also checks the pipelines that read their topic's
 // schema against every revision of it (validateTopicSchemas), reading
@@ -95,8 +148,17 @@ func Validate(ctx context.Context, path string, offline bool, out io.Writer) err
 	for _, w := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
-	fmt.Fprintf(out, "%s: ok (%d pipelines)\n", path, len(cfg.Pipelines))
+	fmt.Fprintf(out, "%s: ok (%s)\n", path, plural(len(cfg.Pipelines), "pipeline"))
 	return nil
+}
+
+// plural is n with noun, in the plural unless n is 1: "1 pipeline", "3
+// pipelines".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // localProblems are what validate can check on this machine beyond the
@@ -112,7 +174,7 @@ func localProblems(cfg *config.Config) config.Problems {
 		dir := filepath.Dir(p.DeadLetter.File)
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].dead_letter.file", i),
-				Message: fmt.Sprintf("directory %s does not exist: create it, or name a file in one that does", dir)})
+				Message: fmt.Sprintf("directory %s does not exist: create it, or name a file in one that does (a relative path is relative to the configuration file's directory)", absDir(p.DeadLetter.File))})
 		}
 	}
 	return ps
@@ -412,6 +474,13 @@ func openDeadLetter(ctx context.Context, command, path, pipeline string, needPub
 		job.closers = append(job.closers, bt.Close)
 	}
 	return job, nil
+}
+
+// ConfigSchema writes the JSON Schema of the configuration file (draft-07)
+// to out: docs/pubsink.schema.json as the binary was built with it.
+func ConfigSchema(out io.Writer) error {
+	_, err := out.Write(docs.ConfigSchema)
+	return err
 }
 
 // Version is the line `pubsink version` prints: the module version, the

@@ -193,7 +193,7 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		Subscription: live + "-reprocess", Started: start,
 	}
 	if plan.Until.IsZero() {
-		plan.Until = start
+		plan.Until = start.Truncate(time.Millisecond) // as a relative --from: the range prints as it is
 	}
 	if !req.NoRestorePoint {
 		plan.RestorePoint = restorePointName(cfg, liveSub.GetName(), start)
@@ -438,11 +438,24 @@ func holderID() string {
 }
 
 func describeRange(r *reprocess.Record) string {
-	what := "from " + r.From.Format(time.RFC3339Nano)
+	layout := rangeLayout(r.From, r.Until)
+	what := "from " + r.From.Format(layout)
 	if r.Snapshot != "" {
 		what = "from snapshot " + r.Snapshot
 	}
-	return what + " until " + r.Until.Format(time.RFC3339Nano)
+	return what + " until " + r.Until.Format(layout)
+}
+
+// rangeLayout is the one precision of a range's ends: milliseconds (a
+// relative time and the default --until are whole ones), or nanoseconds
+// when a time given on the command line is finer.
+func rangeLayout(ends ...time.Time) string {
+	for _, t := range ends {
+		if t.Nanosecond()%int(time.Millisecond) != 0 {
+			return "2006-01-02T15:04:05.000000000Z07:00"
+		}
+	}
+	return "2006-01-02T15:04:05.000Z07:00"
 }
 
 func orNone(s string) string {

@@ -3,6 +3,9 @@ package app
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -546,5 +549,34 @@ func TestSetupReportsAnExistingSubscriptionWhoseOrderingDiffers(t *testing.T) {
 		if got.GetEnableMessageOrdering() != want {
 			t.Errorf("setup changed the message ordering of %s", sub)
 		}
+	}
+}
+
+// TestSetupWithoutCredentialsNamesTheEmulatorVariables: setup on a machine
+// with no emulator variables and no Google credentials says, besides the
+// client library's complaint, that the local emulators are named by
+// PUBSUB_EMULATOR_HOST and BIGTABLE_EMULATOR_HOST.
+func TestSetupWithoutCredentialsNamesTheEmulatorVariables(t *testing.T) {
+	for _, v := range []string{"PUBSUB_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"} {
+		t.Setenv(v, "")
+	}
+	home := t.TempDir() // no gcloud credentials in it
+	t.Setenv("HOME", home)
+	t.Setenv("CLOUDSDK_CONFIG", filepath.Join(home, "gcloud"))
+	path := filepath.Join(t.TempDir(), "pubsink.yaml")
+	if err := os.WriteFile(path, []byte(setupYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := SetupFile(ctx, path, io.Discard)
+	if err == nil {
+		t.Fatal("setup without emulators and credentials succeeded")
+	}
+	const hint = "for the local emulators, set PUBSUB_EMULATOR_HOST and BIGTABLE_EMULATOR_HOST to their host:port (neither is set)"
+	// On Google Cloud the metadata server has credentials: then the failure
+	// is another, and has no hint.
+	if strings.Contains(err.Error(), "could not find default credentials") != strings.Contains(err.Error(), hint) {
+		t.Fatalf("setup: %v\nwant the hint %q exactly when the library found no credentials", err, hint)
 	}
 }

@@ -116,9 +116,9 @@ func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
 			[]string{"pipelines[0].filter: 1:20: found no matching overload for '_*_' applied to '(double, int)'", every}, nil},
 		{"a field of the newest revision only", "true", `n: "{data.note}"`, nil,
 			[]string{fmt.Sprintf(`warning: pipelines[0].sink.columns.n: {data.note}: no field "note" in record Reading (with revision %s of the 2 of the topic's schema %s: messages written with it will fail) (line 12)`, rev1, s.Name),
-				"ok (1 pipelines)"}},
+				"ok (1 pipeline)"}},
 		{"right with every revision", "data.temperature_c > 30.0", `t: "{data.temperature_c}", n: "{= data.?note.orValue('-')}"`, nil,
-			[]string{"ok (1 pipelines)"}},
+			[]string{"ok (1 pipeline)"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := topicSchemaPipeline(topic, sub, c.filter, c.columns)
@@ -144,7 +144,7 @@ func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
 			if len(c.wantErr) > 0 && !strings.Contains(strings.Join(c.wantErr, ""), "no matching overload") {
 				// Offline, only the schema service is not asked: the same
 				// file passes.
-				if out, err := validate(t, cfg, true); err != nil || !strings.Contains(out, "ok (1 pipelines)") {
+				if out, err := validate(t, cfg, true); err != nil || !strings.Contains(out, "ok (1 pipeline)") {
 					t.Errorf("validate --offline: %v, %q", err, out)
 				}
 			}

@@ -485,3 +485,45 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadResolvesFilePathsAgainstTheFilesDirectory: Load, which knows the
+// file, makes a relative schema file and dead-letter file relative to its
+// directory; absolute paths and "topic" stay as written.
+func TestLoadResolvesFilePathsAgainstTheFilesDirectory(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pubsink.yaml")
+	abs := filepath.Join(t.TempDir(), "dl.jsonl")
+	yaml := `project: p
+pipelines:
+  - name: a
+    mode: at_least_once
+    source: {subscription: sub-a}
+    payload: {format: protobuf, schema: protos/a.proto, message: x.A}
+    sink: {type: stdout}
+    dead_letter: {file: dl/a.jsonl}
+  - name: b
+    mode: at_least_once
+    source: {subscription: sub-b}
+    payload: {format: avro}
+    sink: {type: stdout}
+    dead_letter: {file: ` + abs + `}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Pipelines[0], cfg.Pipelines[1]
+	for _, c := range []struct{ key, got, want string }{
+		{"a: payload.schema", a.Payload.Schema, filepath.Join(dir, "protos", "a.proto")},
+		{"a: dead_letter.file", a.DeadLetter.File, filepath.Join(dir, "dl", "a.jsonl")},
+		{"b: payload.schema", b.Payload.Schema, SchemaTopic},
+		{"b: dead_letter.file", b.DeadLetter.File, abs},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -20,13 +21,40 @@ import (
 
 // Load reads the YAML file at path and returns its configuration, or an
 // error. A file that cannot be read is a plain error; a file with anything
-// wrong in it returns Problems listing every problem found. See Parse.
+// wrong in it returns Problems listing every problem found. See Parse. The
+// file paths in it are relative to its directory (ResolvePaths).
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data)
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ResolvePaths(filepath.Dir(path))
+	return cfg, nil
+}
+
+// ResolvePaths joins dir, the directory of the configuration file, to each
+// relative file path of the configuration: a schema file's payload.schema
+// and dead_letter.file. A file written beside the configuration is then
+// found from any working directory, as a user who writes `schema:
+// reading.avsc` next to it means. Parse, which has no file, leaves them as
+// written (relative to the working directory).
+func (c *Config) ResolvePaths(dir string) {
+	resolve := func(path *string) {
+		if *path != "" && !filepath.IsAbs(*path) {
+			*path = filepath.Join(dir, *path)
+		}
+	}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		if !p.Payload.TopicSchema() {
+			resolve(&p.Payload.Schema)
+		}
+		resolve(&p.DeadLetter.File)
+	}
 }
 
 // Parse reads a configuration from YAML. In order, it:

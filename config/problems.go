@@ -15,6 +15,10 @@ type Problem struct {
 	Path    string
 	Message string
 	Line    int
+	// Elsewhere: the message locates the problem in another file (a schema
+	// file's PATH:LINE:COL), so String leaves out Line, which would be a
+	// second line number of another file. Line still orders the problem.
+	Elsewhere bool
 }
 
 func (p Problem) String() string {
@@ -22,7 +26,7 @@ func (p Problem) String() string {
 	if p.Path != "" {
 		s = p.Path + ": " + s
 	}
-	if p.Line > 0 {
+	if p.Line > 0 && !p.Elsewhere {
 		s += fmt.Sprintf(" (line %d)", p.Line)
 	}
 	return s

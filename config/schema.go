@@ -476,7 +476,7 @@ func sourceConstraints() map[string]schema {
 		"source.max_outstanding_messages": intSchema(bound(1), nil),
 		"source.stall_timeout":            durationSchema(nonNegative),
 		"source.topic_message_retention":  durationSchema(nonNegative),
-		"dedupe.window":                   durationSchema(anySign), // its minimum is only exactly_once's, and 1m
+		"dedupe.window":                   durationSchema(nonNegative), // its minimum of 1m is exactly_once's
 	}
 }
 

@@ -171,6 +171,7 @@ var beyondSchema = map[fixtureKey]string{
 	{"batch", "pipelines[0].sink.batch.max_messages"}:              comparesValues,
 	{"batch", "pipelines[0].sink.batch.max_bytes"}:                 comparesValues,
 
+	{"http_port", "http.addr"}:                      onThisMachine,
 	{"ranges", "pipelines[0].dedupe.window"}:        magnitude,
 	{"ranges", "pipelines[1].source.stall_timeout"}: magnitude,
 	{"batch", "pipelines[1].sink.batch.max_bytes"}:  magnitude,
@@ -203,6 +204,7 @@ const (
 	notYAML         = "not YAML: refused by the YAML parser, before any schema"
 	fromEnvironment = "needs the environment: ${VAR} values and PUBSINK_* overrides (PUBSINK_PROJECT, PUBSINK_STATE_INSTANCE, which sink.instance follows) are known only where pubsink runs"
 	comparesValues  = "compares two values (unique names and subscriptions, a dead-letter topic against the source's, a batch against flow control, a policy's qualifier against the columns, the tombstone family against the mappings' families): JSON Schema compares a value with constants only"
+	onThisMachine   = "needs the machine: a port's service name (localhost:http) is looked up in /etc/services where pubsink runs"
 	magnitude       = "the magnitude of a duration or size written with a unit (1m, 1s, 90MiB, 1h): a pattern checks its syntax and sign, not its size"
 	expressions     = "the expression language: an op that is no operation is an expression, and only a CEL parser knows that a bare word near an operation is none"
 	templates       = "the template language (unknown or unclosed placeholders, empty names, a row key under each that does not read item): the schema checks only that a template has a placeholder"

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -73,6 +74,22 @@ var (
 	missingPolicies  = []string{MissingDeadLetter, MissingSkip, MissingEmpty, MissingDelete}
 )
 
+// checkHTTPAddr refuses an http.addr that net.Listen would: not host:port,
+// or a port that is neither a number (0 to 65535; 0 picks a free one) nor a
+// service this machine names. The service is looked up as listening would,
+// by Go's resolver, which reads /etc/services and asks no server.
+func checkHTTPAddr(c *collector, addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		c.add("http.addr", "%q is not host:port (write :8080 for every interface)", addr)
+		return
+	}
+	goResolver := &net.Resolver{PreferGo: true}
+	if _, err := goResolver.LookupPort(context.Background(), "tcp", port); err != nil {
+		c.add("http.addr", "the port of %q is neither a number from 0 to 65535 nor a service this machine knows (/etc/services): write a number, like :8080", addr)
+	}
+}
+
 // validate checks the decoded, defaulted cfg and reports every problem.
 func validate(cfg *Config, c *collector) {
 	if cfg.Project == "" {
@@ -80,9 +97,7 @@ func validate(cfg *Config, c *collector) {
 	}
 	oneOf(c, "log.level", cfg.Log.Level, logLevels...)
 	oneOf(c, "log.format", cfg.Log.Format, logFormats...)
-	if _, _, err := net.SplitHostPort(cfg.HTTP.Addr); err != nil {
-		c.add("http.addr", "%q is not host:port (write :8080 for every interface)", cfg.HTTP.Addr)
-	}
+	checkHTTPAddr(c, cfg.HTTP.Addr)
 	if cfg.ShutdownTimeout <= 0 {
 		c.add("shutdown_timeout", "must be positive, not %v", cfg.ShutdownTimeout)
 	}
@@ -183,6 +198,8 @@ func (v *validator) pipeline(i int, p *Pipeline) {
 		if p.Dedupe.Window < minDedupeWindow {
 			c.add(at("dedupe.window"), "must be at least %v in exactly_once mode, not %v", minDedupeWindow, p.Dedupe.Window)
 		}
+	} else if p.Dedupe.Window < 0 {
+		c.add(at("dedupe.window"), "must not be negative, not %v", p.Dedupe.Window)
 	}
 	if s.TrackingSubscription != "" {
 		v.requireState(at("source.tracking_subscription") + " is set (watermarks live in the state table)")

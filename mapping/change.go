@@ -280,11 +280,11 @@ func (rm *rowMapping) evalOp(in *template.Input) (sinks.Op, error) {
 	act, _ := in.Vars.(*activation)
 	s, err := rm.opExpr.string(act)
 	if err != nil {
-		return sinks.OpSet, exprError("op", err)
+		return sinks.OpSet, exprError(rm.at+".op", err)
 	}
 	op, ok := parseOp(s)
 	if !ok {
-		return sinks.OpSet, notAnOperation(s)
+		return sinks.OpSet, notAnOperation(rm.at, s)
 	}
 	return op, nil
 }
@@ -293,9 +293,10 @@ func (rm *rowMapping) evalOp(in *template.Input) (sinks.Op, error) {
 // message's, so no more of it than an operation's name needs.
 const maxOpQuote = 64
 
-// notAnOperation is the failure of an op expression whose value s is not an
-// operation: it quotes s, at most maxOpQuote bytes of it.
-func notAnOperation(s string) error {
+// notAnOperation is the failure of the op expression of the mapping at
+// whose value s is not an operation: it quotes s, at most maxOpQuote bytes
+// of it.
+func notAnOperation(at, s string) error {
 	q := s
 	if len(s) > maxOpQuote {
 		k := maxOpQuote
@@ -308,7 +309,7 @@ func notAnOperation(s string) error {
 	if len(q) < len(s) {
 		quoted += fmt.Sprintf("… (%d bytes)", len(s))
 	}
-	return &BadInput{deadletter.ExpressionFailed, fmt.Errorf("op gave %s: not an operation (%s)", quoted, operationList)}
+	return &BadInput{deadletter.ExpressionFailed, fmt.Errorf("%s.op gave %s: not an operation (%s)", at, quoted, operationList)}
 }
 
 // missingCell is what becomes of column c of row, whose template failed
@@ -322,7 +323,7 @@ func notAnOperation(s string) error {
 //go:noinline
 func missingCell(r *Result, row *sinks.Row, c *column, err error) error {
 	if c.policy == missingDeadLetter || !isMissing(err) {
-		return cellError(c.name, err)
+		return cellError(c.key, err)
 	}
 	switch c.policy {
 	case missingSkip:

@@ -215,7 +215,7 @@ func TestChangeOpExpressionEveryFormat(t *testing.T) {
 			}
 			_, err = mapReading(reading{kind: "remove"})
 			if bad := badInput(t, err); bad.Reason != deadletter.ExpressionFailed ||
-				err.Error() != `expression_failed: op gave "remove": not an operation (set, delete, delete_family, delete_columns)` {
+				err.Error() != `expression_failed: sink.mappings[1].op gave "remove": not an operation (set, delete, delete_family, delete_columns)` {
 				t.Errorf("remove: %v", err)
 			}
 		})
@@ -458,17 +458,17 @@ func TestChangeOpErrors(t *testing.T) {
 		reason      deadletter.Reason
 		want        string // the whole error text
 	}{
-		{"data.op", `{}`, deadletter.ExpressionFailed, `expression_failed: op: expression failed: no such key: op`},
-		{"data.op", `{"op": 1}`, deadletter.ExpressionFailed, `expression_failed: op: expression failed: the result is of type double, want string`},
-		{"data.op", `{"op": null}`, deadletter.ExpressionFailed, `expression_failed: op: expression failed: the result is of type null_type, want string`},
-		{"data.op", `{"op": "remove"}`, deadletter.ExpressionFailed, `expression_failed: op gave "remove": not an operation (set, delete, delete_family, delete_columns)`},
-		{"data.op", `{"op": "Delete"}`, deadletter.ExpressionFailed, `expression_failed: op gave "Delete": not an operation (set, delete, delete_family, delete_columns)`},
-		{"data.op", `{"op": ""}`, deadletter.ExpressionFailed, `expression_failed: op gave "": not an operation (set, delete, delete_family, delete_columns)`},
-		{"data.op", `{"op": "a\nb"}`, deadletter.ExpressionFailed, `expression_failed: op gave "a\nb": not an operation (set, delete, delete_family, delete_columns)`},
+		{"data.op", `{}`, deadletter.ExpressionFailed, `expression_failed: sink.op: expression failed: no such key: op`},
+		{"data.op", `{"op": 1}`, deadletter.ExpressionFailed, `expression_failed: sink.op: expression failed: the result is of type double, want string`},
+		{"data.op", `{"op": null}`, deadletter.ExpressionFailed, `expression_failed: sink.op: expression failed: the result is of type null_type, want string`},
+		{"data.op", `{"op": "remove"}`, deadletter.ExpressionFailed, `expression_failed: sink.op gave "remove": not an operation (set, delete, delete_family, delete_columns)`},
+		{"data.op", `{"op": "Delete"}`, deadletter.ExpressionFailed, `expression_failed: sink.op gave "Delete": not an operation (set, delete, delete_family, delete_columns)`},
+		{"data.op", `{"op": ""}`, deadletter.ExpressionFailed, `expression_failed: sink.op gave "": not an operation (set, delete, delete_family, delete_columns)`},
+		{"data.op", `{"op": "a\nb"}`, deadletter.ExpressionFailed, `expression_failed: sink.op gave "a\nb": not an operation (set, delete, delete_family, delete_columns)`},
 		{"data.op", fmt.Sprintf(`{"op": %q}`, long), deadletter.ExpressionFailed,
-			`expression_failed: op gave "` + strings.Repeat("x", 63) + `"… (105 bytes): not an operation (set, delete, delete_family, delete_columns)`},
+			`expression_failed: sink.op gave "` + strings.Repeat("x", 63) + `"… (105 bytes): not an operation (set, delete, delete_family, delete_columns)`},
 		{"data.op", `not json`, deadletter.InvalidPayload, ""},
-		{"data.op == 'd' ? 'delete' : 'set'", `{}`, deadletter.ExpressionFailed, `expression_failed: op: expression failed: no such key: op`},
+		{"data.op == 'd' ? 'delete' : 'set'", `{}`, deadletter.ExpressionFailed, `expression_failed: sink.op: expression failed: no such key: op`},
 	} {
 		m := mustNew(t, single(config.Mapping{RowKey: "k", Op: c.op, Columns: map[string]string{"v": "x"}}))
 		_, err := mapJSON(m, c.payload, nil)

@@ -140,6 +140,9 @@ type codec interface {
 
 // rowMapping is one compiled config.Mapping.
 type rowMapping struct {
+	// at is the mapping's key in the pipeline, as validate names it
+	// ("sink", "sink.mappings[1]"): the start of its failures' texts.
+	at            string
 	table, family string
 	rowKey        *template.Template
 	columns       []column
@@ -161,6 +164,7 @@ type rowMapping struct {
 
 type column struct {
 	name string
+	key  string // its key, for its failures: sink.mappings[0].columns.temp_c
 	tmpl *template.Template
 	// payload: the template is a lone {data}, whose value is the message's
 	// Data itself. No copy is needed: the sink copies what it batches and
@@ -203,7 +207,8 @@ func CheckRevision(cfg config.Pipeline, rev source.Schema) (config.Problems, err
 func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revision codec) (*Mapper, error) {
 	var ps config.Problems
 	add := func(path string, err error) {
-		ps = append(ps, config.Problem{Path: path, Message: err.Error()})
+		var located *locatedError
+		ps = append(ps, config.Problem{Path: path, Message: err.Error(), Elsewhere: errors.As(err, &located)})
 	}
 	m := &Mapper{
 		format:  cfg.Payload.Format,
@@ -230,9 +235,13 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 		}
 	case cfg.Payload.Schema != "":
 		c, err := compileFile(m.format, cfg.Payload.Schema, cfg.Payload.Message)
-		if err != nil {
+		var noMessage *messageError
+		switch {
+		case errors.As(err, &noMessage):
+			add("payload.message", err)
+		case err != nil:
 			add("payload.schema", err)
-		} else {
+		default:
 			m.fileCodec, checker = c, c.(pathChecker)
 			schema = c.celTypes()
 		}
@@ -416,7 +425,7 @@ func (c *compiler) template(at, src string, opts exprOptions) *template.Template
 }
 
 func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
-	rm := &rowMapping{table: mc.Table, family: mc.ColumnFamily}
+	rm := &rowMapping{at: at, table: mc.Table, family: mc.ColumnFamily}
 	opts := exprOptions{eventTime: true, item: mc.Each != ""}
 	if mc.When != "" {
 		rm.when = c.expr(at+".when", mc.When, cel.BoolType, exprOptions{eventTime: true})
@@ -437,8 +446,9 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 	sort.Strings(names) // a stable cell order makes rows comparable in tests and logs
 	policies := c.policies(at, mc, names)
 	for _, name := range names {
-		if t := c.template(at+".columns."+name, mc.Columns[name], opts); t != nil {
-			rm.columns = append(rm.columns, column{name: name, tmpl: t, payload: t.Payload(), policy: policies[name]})
+		key := at + ".columns." + name
+		if t := c.template(key, mc.Columns[name], opts); t != nil {
+			rm.columns = append(rm.columns, column{name: name, key: key, tmpl: t, payload: t.Payload(), policy: policies[name]})
 			rm.lenient = rm.lenient || policies[name] != missingDeadLetter
 		}
 	}
@@ -653,7 +663,7 @@ func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
 		if rm.when != nil {
 			ok, err := rm.when.bool(act)
 			if err != nil {
-				return exprError("when", err)
+				return exprError(rm.at+".when", err)
 			}
 			if !ok {
 				continue
@@ -670,7 +680,7 @@ func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
 			if errors.Is(err, errTooManyElements) {
 				return m.tooManyRows(len(r.Rows))
 			}
-			return exprError("each", err)
+			return exprError(rm.at+".each", err)
 		}
 		for _, item := range items {
 			in.Item = tree{item}
@@ -705,10 +715,10 @@ func (rm *rowMapping) render(m *Mapper, r *Result, i int, in *template.Input) er
 	row := &r.Rows[i]
 	key, err := rm.rowKey.Render(in)
 	if err != nil {
-		return templateError("row_key", err)
+		return keyError(rm.at, "row_key", err)
 	}
 	if len(key) == 0 {
-		return errEmptyRowKey
+		return emptyRowKey(rm.at)
 	}
 	if m.limits.MaxKeyBytes > 0 && len(key) > m.limits.MaxKeyBytes {
 		return tooLarge("row key is %d bytes, the sink accepts at most %d", len(key), m.limits.MaxKeyBytes)
@@ -746,7 +756,7 @@ func (rm *rowMapping) renderCells(m *Mapper, r *Result, i int, in *template.Inpu
 			start := len(buf)
 			var err error
 			if buf, err = c.tmpl.AppendTo(buf, in); err != nil {
-				return cellError(c.name, err)
+				return cellError(c.key, err)
 			}
 			v = buf[start:len(buf):len(buf)]
 		}
@@ -777,11 +787,11 @@ func (rm *rowMapping) computedTimestamp(m *Mapper, row *sinks.Row, in *template.
 	var tb [64]byte
 	b, err := rm.timeTmpl.AppendTo(tb[:0], in)
 	if err != nil {
-		return templateError("timestamp", err)
+		return keyError(rm.at, "timestamp", err)
 	}
 	t, err := m.eventTime.Parse(string(b))
 	if err != nil {
-		return &BadInput{deadletter.BadEventTime, fmt.Errorf("timestamp: %w", err)}
+		return &BadInput{deadletter.BadEventTime, fmt.Errorf("%s.timestamp: %w", rm.at, err)}
 	}
 	row.Timestamp = t
 	return nil
@@ -791,14 +801,23 @@ func (rm *rowMapping) computedTimestamp(m *Mapper, row *sinks.Row, in *template.
 // that their formatting is not in renderCells' frame.
 //
 //go:noinline
-func cellError(column string, err error) error { return templateError("columns."+column, err) }
+func cellError(key string, err error) error { return templateError(key, err) }
+
+// keyError is templateError at key of the mapping at (at.key), made apart
+// so that its formatting is not in render's frame.
+//
+//go:noinline
+func keyError(at, key string, err error) error { return templateError(at+"."+key, err) }
 
 //go:noinline
 func cellTooLarge(column string, n, limit int) error {
 	return &BadInput{deadletter.TooLarge, fmt.Errorf("column %s is %d bytes, the sink accepts at most %d", column, n, limit)}
 }
 
-var errEmptyRowKey = &BadInput{deadletter.MissingField, errors.New("row_key rendered empty")}
+//go:noinline
+func emptyRowKey(at string) error {
+	return &BadInput{deadletter.MissingField, fmt.Errorf("%s.row_key rendered empty", at)}
+}
 
 func tooLarge(format string, n, limit int) error {
 	return &BadInput{deadletter.TooLarge, fmt.Errorf(format, n, limit)}

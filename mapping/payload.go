@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -84,7 +83,7 @@ func compileFile(format, path, message string) (codec, error) {
 		}
 		c, err := compileAvro(string(b))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return c, nil
 	case config.FormatProtobuf:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/bufbuild/protocompile"
+	"github.com/bufbuild/protocompile/reporter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -193,7 +194,7 @@ func compileProtoFile(path, message string) (*protoCodec, error) {
 	resolver := &protocompile.SourceResolver{ImportPaths: []string{dir}}
 	file, reg, err := compileProto(resolver, name)
 	if err != nil {
-		return nil, err
+		return nil, locateIn(dir, err)
 	}
 	want := protoreflect.FullName(strings.TrimPrefix(message, "."))
 	if d, err := reg.FindDescriptorByName(want); err == nil {
@@ -204,7 +205,7 @@ func compileProtoFile(path, message string) (*protoCodec, error) {
 	var names []string
 	protoMessages(file.Messages(), &names)
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%s defines no message", name)
+		return nil, fmt.Errorf("%s defines no message", path)
 	}
 	hint := closest(string(want), names)
 	if hint == "" { // a name without its package: "Reading" for "pkg.Reading"
@@ -215,7 +216,7 @@ func compileProtoFile(path, message string) (*protoCodec, error) {
 			}
 		}
 	}
-	msg := fmt.Sprintf("no message %q in %s", message, name)
+	msg := fmt.Sprintf("no message %q in %s", message, path)
 	if message == "" {
 		msg = "no message named (the message's full name is needed)"
 	}
@@ -226,7 +227,35 @@ func compileProtoFile(path, message string) (*protoCodec, error) {
 	if len(names) > listed {
 		names = append(names[:listed], fmt.Sprintf("and %d more", len(names)-listed))
 	}
-	return nil, fmt.Errorf("%s (its messages: %s)", msg, strings.Join(names, ", "))
+	return nil, &messageError{fmt.Errorf("%s (its messages: %s)", msg, strings.Join(names, ", "))}
+}
+
+// messageError is a .proto file that compiles but has not the message
+// payload.message names: a problem of that key, not of payload.schema.
+type messageError struct{ Err error }
+
+func (e *messageError) Error() string { return e.Err.Error() }
+func (e *messageError) Unwrap() error { return e.Err }
+
+// locatedError is a problem of a schema file at a line and column of it
+// (or of a file it imports): its text starts with PATH:LINE:COL, the path
+// as the configuration's key resolves it, so that an editor or terminal
+// opens it there. It is the problem's one location: the configuration
+// key's line is not added.
+type locatedError struct{ Err error }
+
+func (e *locatedError) Error() string { return e.Err.Error() }
+func (e *locatedError) Unwrap() error { return e.Err }
+
+// locateIn gives a compiler error at a position of a file the full path of
+// that file (protocompile names it as imported: relative to dir).
+func locateIn(dir string, err error) error {
+	var at reporter.ErrorWithPos
+	if !errors.As(err, &at) {
+		return err
+	}
+	pos := at.GetPosition()
+	return &locatedError{fmt.Errorf("%s:%d:%d: %w", filepath.Join(dir, pos.Filename), pos.Line, pos.Col, at.Unwrap())}
 }
 
 // compileProtoDefinition compiles the definition of a Pub/Sub schema of

@@ -601,7 +601,7 @@ func TestProtoCompileFile(t *testing.T) {
 		t.Errorf("a message of an imported file: %v", err)
 	}
 	for _, tc := range []struct{ path, message, want string }{
-		{protoReadingFile, "pubsink.test.Readin", `no message "pubsink.test.Readin" in reading.proto; did you mean "pubsink.test.Reading"? (its messages: pubsink.test.Reading, pubsink.test.Reading.Location, pubsink.test.Node)`},
+		{protoReadingFile, "pubsink.test.Readin", `no message "pubsink.test.Readin" in testdata/proto/reading.proto; did you mean "pubsink.test.Reading"? (its messages: pubsink.test.Reading, pubsink.test.Reading.Location, pubsink.test.Node)`},
 		{protoReadingFile, "Node", `did you mean "pubsink.test.Node"?`},
 		{protoReadingFile, "pubsink.test.Reading.CountsEntry", `no message`},
 		{protoReadingFile, "pubsink.test.Reading.sensor", `no message`},
@@ -613,21 +613,35 @@ func TestProtoCompileFile(t *testing.T) {
 			t.Errorf("%s %q: %v; want %q", tc.path, tc.message, err, tc.want)
 		}
 	}
-	// A syntax error and an import that is not there name the file and line.
+	// A wrong message is payload.message's problem, not the file's.
+	var noMessage *messageError
+	if _, err := compileProtoFile(protoReadingFile, "pubsink.test.Readin"); !errors.As(err, &noMessage) {
+		t.Errorf("a wrong message: %T %v, want a *messageError", err, err)
+	}
+	// A syntax error, in the file or in one it imports, and an import that
+	// is not there are located once, at PATH:LINE:COL of the file at fault,
+	// with its path as given (an imported one's from the importer's folder).
 	dir := t.TempDir()
 	for name, src := range map[string]string{
-		"bad.proto":     "syntax = \"proto3\";\nmessage A { string a = 1 }\n",
-		"missing.proto": "syntax = \"proto3\";\nimport \"other.proto\";\nmessage A {}\n",
+		"imports_bad.proto": "syntax = \"proto3\";\nimport \"bad.proto\";\nmessage A {}\n",
+		"bad.proto":         "syntax = \"proto3\";\nmessage A { string a = 1 }\n",
+		"missing.proto":     "syntax = \"proto3\";\nimport \"other.proto\";\nmessage A {}\n",
 	} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := compileProtoFile(path, "A")
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: %v", name, err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"testdata/proto/syntax_error.proto", "testdata/proto/syntax_error.proto:8:3: syntax error: expecting ';'"},
+		{filepath.Join(dir, "bad.proto"), filepath.Join(dir, "bad.proto") + ":2:26: syntax error: expecting ';'"},
+		{filepath.Join(dir, "imports_bad.proto"), filepath.Join(dir, "bad.proto") + ":2:26: syntax error: expecting ';'"},
+		{filepath.Join(dir, "missing.proto"), filepath.Join(dir, "missing.proto") + ":2:8: open " + filepath.Join(dir, "other.proto") + ": no such file or directory"},
+	} {
+		_, err := compileProtoFile(tc.path, "A")
+		var located *locatedError
+		if err == nil || err.Error() != tc.want || !errors.As(err, &located) {
+			t.Errorf("%s: %T %v\nwant a *locatedError %s", tc.path, err, err, tc.want)
 		}
-		t.Logf("%s: %v", name, err)
 	}
 }
 

@@ -380,7 +380,7 @@ func (t *Tracker) Check(ctx context.Context) error {
 		t.saveMu.Lock()
 		t.saved = st.Watermark.UnixNano()
 		t.saveMu.Unlock()
-		t.log.Info("stored watermark read", zap.Time("watermark", st.Watermark))
+		t.log.Info("stored watermark read", watermarkField(st.Watermark))
 	}
 	t.loaded.Store(true)
 	return nil
@@ -523,7 +523,7 @@ type leadingTerm struct {
 func (t *Tracker) startTerm(ctx context.Context) *leadingTerm {
 	e := t.startEstimator()
 	t.cfg.Metrics.WatermarkLeader.Set(1)
-	t.log.Info("leading the watermark: reading the tracking subscription", zap.Time("watermark", t.Watermark()))
+	t.log.Info("leading the watermark: reading the tracking subscription", watermarkField(t.Watermark()))
 	tctx, cancel := context.WithCancel(ctx)
 	term := &leadingTerm{est: e, cancel: cancel, done: make(chan struct{}), errc: make(chan error, 1), t: t}
 	go func() {
@@ -695,7 +695,7 @@ func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
 	}
 	if w.guard && !st.StartupGuard {
 		w.guard = false
-		t.log.Info("startup guard off: the pipeline finished every message published before the start", zap.Time("watermark", t.Watermark()))
+		t.log.Info("startup guard off: the pipeline finished every message published before the start", watermarkField(t.Watermark()))
 	}
 	if st.StreamBreaks > w.breaks {
 		w.breaks = st.StreamBreaks
@@ -707,11 +707,11 @@ func (t *Tracker) lead1(ctx context.Context, e *estimator, w *warnings) {
 	case !st.OldestPending.IsZero() && now.Sub(st.OldestPending) > heldWarning:
 		w.warned = now
 		t.log.Warn("the watermark is held by messages the tracker received and the pipeline has not finished",
-			zap.Int64("pending", st.Pending), zap.Time("oldest_publish_time", st.OldestPending), zap.Time("watermark", t.Watermark()))
+			zap.Int64("pending", st.Pending), zap.Time("oldest_publish_time", st.OldestPending), watermarkField(t.Watermark()))
 	case st.StartupGuard && now.Sub(w.began) > heldWarning:
 		w.warned = now
 		t.log.Warn("the startup guard holds the watermark: the pipeline still holds or keeps finishing messages published before the start",
-			zap.Duration("since_start", now.Sub(w.began)), zap.Time("watermark", t.Watermark()))
+			zap.Duration("since_start", now.Sub(w.began)), watermarkField(t.Watermark()))
 	}
 }
 
@@ -744,7 +744,7 @@ func (t *Tracker) save(ctx context.Context) error {
 			t.lead.fenced()
 			t.trustUntil.Store(0)
 		}
-		t.log.Info("the watermark's leader lease was taken over: the watermark is not stored", zap.Time("watermark", time.Unix(0, wm).UTC()))
+		t.log.Info("the watermark's leader lease was taken over: the watermark is not stored", watermarkField(time.Unix(0, wm).UTC()))
 		return nil
 	}
 	t.saved = wm
@@ -782,11 +782,25 @@ func (t *Tracker) Close(ctx context.Context) error {
 			err = ctx.Err()
 		}
 		t.closeErr = err
-		if err == nil {
-			t.log.Info("watermark stored", zap.Time("watermark", t.Watermark()))
+		switch {
+		case err != nil:
+		case t.Watermark().IsZero():
+			t.log.Info("watermark unknown: nothing to store")
+		default:
+			t.log.Info("watermark stored", watermarkField(t.Watermark()))
 		}
 	})
 	return t.closeErr
+}
+
+// watermarkField is a watermark for the log: its time, or "unknown" before
+// any message made it known (the zero time, which the console log would
+// print as 00:00:00.000 and the JSON one as the year 1).
+func watermarkField(w time.Time) zap.Field {
+	if w.IsZero() {
+		return zap.String("watermark", "unknown")
+	}
+	return zap.Time("watermark", w)
 }
 
 // Stalled reports the liveness of the tracking subscription's reader

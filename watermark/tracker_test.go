@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/fake"
+	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/internal/state"
 	"github.com/pubsink/pubsink/source"
@@ -531,4 +533,69 @@ func pausesAtThePendingBudget(t *testing.T, ps *fakePubSub, reader Reader) {
 		st := tr.Stats()
 		return st.Pending == 0 && !st.Paused && !tr.Watermark().Before(last.Add(-cfg.Band))
 	})
+}
+
+// TestTheLogSaysAnUnknownWatermarkIsUnknown: a leader that starts, and
+// stops, before any message made the watermark known logs it as unknown,
+// not as the zero time (00:00:00.000 in the console format).
+func TestTheLogSaysAnUnknownWatermarkIsUnknown(t *testing.T) {
+	var out lockedBuffer
+	log, err := logging.New("info", "console", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(metrics.New().Pipeline("orders"))
+	cfg.Store = blockingStore{make(chan struct{})}
+	tr, err := NewTracker(idleReader{}, nil, log, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.loaded.Store(true)
+	if !tr.follow(context.Background()) {
+		t.Fatal("the tracker did not take a vacant lease")
+	}
+	tr.startTerm(context.Background()).stop(false)
+	if err := tr.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	logs := out.String()
+	for _, want := range []string{
+		"leading the watermark: reading the tracking subscription\t{\"pipeline\": \"orders\", \"watermark\": \"unknown\"}",
+		"watermark unknown: nothing to store",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "00:00:00.000") || strings.Contains(logs, "watermark stored") {
+		t.Errorf("the log prints an unknown watermark as a time, or as stored:\n%s", logs)
+	}
+}
+
+// idleReader is a tracking subscription that delivers nothing.
+type idleReader struct{}
+
+func (idleReader) Run(receiveCtx, _ context.Context, _ source.Handler) error {
+	<-receiveCtx.Done()
+	return nil
+}
+func (idleReader) Check(context.Context) (source.Info, error) { return source.Info{}, nil }
+func (idleReader) Stalled() error                             { return nil }
+
+// lockedBuffer is a log's output, written by the tracker's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

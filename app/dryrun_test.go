@@ -1,0 +1,47 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// TestReprocessDryRunPrintsTheRangeInOnePrecision: the plan's range has
+// both ends in one precision: milliseconds for a relative --from and the
+// default --until (the start, which has nanoseconds), nanoseconds for both
+// when a time given is finer.
+func TestReprocessDryRunPrintsTheRangeInOnePrecision(t *testing.T) {
+	f := newFakes(t)
+	ctx := context.Background()
+	// exactly_once: setup creates the state table, where a reprocess keeps its record.
+	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
+	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
+	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 22, 2, 59, 543138352, time.UTC)
+	opts := f.opts
+	opts.Now = func() time.Time { return now }
+	for _, c := range []struct {
+		from, until string
+		want        string
+	}{
+		{"1h", "", "seeked from 2026-12-03T21:02:59.543Z until 2026-12-03T22:02:59.543Z\n"},
+		{"2026-12-03T21:30:00.5Z", "2026-12-03T22:00:00Z", "seeked from 2026-12-03T21:30:00.500Z until 2026-12-03T22:00:00.000Z\n"},
+		{"2026-12-03T21:30:00.000001Z", "", "seeked from 2026-12-03T21:30:00.000001000Z until 2026-12-03T22:02:59.543000000Z\n"},
+	} {
+		var out bytes.Buffer
+		req := ReprocessRequest{Pipeline: "orders", From: c.from, Until: c.until, DryRun: true, Idle: time.Second}
+		if err := Reprocess(ctx, zap.NewNop(), cfg, req, opts, &out, io.Discard); err != nil {
+			t.Fatalf("--from %s --until %q: %v", c.from, c.until, err)
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("--from %s --until %q printed\n%s\nwant %q in it", c.from, c.until, out.String(), c.want)
+		}
+	}
+}
