@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"go.uber.org/zap"
@@ -52,13 +53,18 @@ pipelines:
 `, topic, sub, filter, columns)
 }
 
-// TestValidateChecksEveryRevisionOfTheTopicSchema: on the real Pub/Sub
-// emulator, validate reads the topic's schema and checks the mapping
-// against each revision: a mistake with every revision fails it (exit 2)
-// naming the revisions, one with some revisions is a warning naming them,
-// a field tested with has() that no revision has yet is a warning, and
-// what cannot be reached (no subscription yet, --offline) does not fail it.
-func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
+// schemaTopic is a topic on the emulator with an Avro schema of the
+// revisions definitions (JSON encoding), made under fresh names.
+type schemaTopic struct {
+	ps     *pubsub.Client
+	schema string   // the schema's full name
+	revs   []string // its revision ids, oldest first
+	topic  string   // the topic's short name
+	id     string   // the fresh part of the names
+}
+
+func newSchemaTopic(t *testing.T, prefix string, definitions ...string) *schemaTopic {
+	t.Helper()
 	e := emulator.RequirePubSub(t)
 	t.Setenv("PUBSUB_EMULATOR_HOST", e.Host)
 	ctx := context.Background()
@@ -66,26 +72,42 @@ func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ps.Close()
+	t.Cleanup(func() { ps.Close() })
 	sc := schemaClientOn(t, e)
-	id := fmt.Sprintf("ts%d", time.Now().UnixNano())
-	s, err := sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{Parent: "projects/p", SchemaId: id,
-		Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: topicSchemaV1}})
-	if err != nil {
+	st := &schemaTopic{ps: ps, id: fmt.Sprintf("%s%d", prefix, time.Now().UnixNano())}
+	for i, def := range definitions {
+		var got *pubsubpb.Schema
+		if i == 0 {
+			got, err = sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{Parent: "projects/p", SchemaId: st.id,
+				Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: def}})
+		} else {
+			got, err = sc.CommitSchema(ctx, &pubsubpb.CommitSchemaRequest{Name: st.schema,
+				Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: def}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.schema = got.GetName()
+		st.revs = append(st.revs, got.GetRevisionId())
+	}
+	st.topic = "t-" + st.id
+	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/" + st.topic,
+		SchemaSettings: &pubsubpb.SchemaSettings{Schema: st.schema, Encoding: pubsubpb.Encoding_JSON}}); err != nil {
 		t.Fatal(err)
 	}
-	rev1 := s.GetRevisionId()
-	r2, err := sc.CommitSchema(ctx, &pubsubpb.CommitSchemaRequest{Name: s.Name,
-		Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: topicSchemaV2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev2 := r2.GetRevisionId()
-	topic, sub := "t-"+id, "s-"+id
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/" + topic,
-		SchemaSettings: &pubsubpb.SchemaSettings{Schema: s.Name, Encoding: pubsubpb.Encoding_JSON}}); err != nil {
-		t.Fatal(err)
-	}
+	return st
+}
+
+// TestValidateChecksEveryRevisionOfTheTopicSchema: on the real Pub/Sub
+// emulator, validate reads the topic's schema and checks the mapping
+// against each revision: a mistake with every revision fails it (exit 2)
+// naming the revisions, one with some revisions is a warning naming them,
+// a field tested with has() that no revision has yet is a warning, and
+// what cannot be reached (no subscription yet, --offline) does not fail it.
+func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
+	st := newSchemaTopic(t, "ts", topicSchemaV1, topicSchemaV2)
+	ctx, ps := context.Background(), st.ps
+	rev1, rev2, id, topic, sub := st.revs[0], st.revs[1], st.id, st.topic, "s-"+st.id
 	if _, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name: "projects/p/subscriptions/" + sub, Topic: "projects/p/topics/" + topic}); err != nil {
 		t.Fatal(err)
@@ -105,7 +127,7 @@ func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
 		err := Validate(ctx, path, offline, &out)
 		return out.String(), err
 	}
-	every := fmt.Sprintf("(with every revision of the topic's schema %s: %s, %s)", s.Name, rev2, rev1)
+	every := fmt.Sprintf("(with every revision of the topic's schema %s: %s, %s)", st.schema, rev2, rev1)
 	for _, c := range []struct {
 		name, filter, columns string
 		wantErr, wantOut      []string
@@ -115,7 +137,7 @@ func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
 		{"a double times an int", "data.temperature_c * 9 > 100.0", `t: "{data.temperature_c}"`,
 			[]string{"pipelines[0].filter: 1:20: found no matching overload for '_*_' applied to '(double, int)'", every}, nil},
 		{"a field of the newest revision only", "true", `n: "{data.note}"`, nil,
-			[]string{fmt.Sprintf(`warning: pipelines[0].sink.columns.n: {data.note}: no field "note" in record Reading (with revision %s of the 2 of the topic's schema %s: messages written with it will fail) (line 12)`, rev1, s.Name),
+			[]string{fmt.Sprintf(`warning: pipelines[0].sink.columns.n: {data.note}: no field "note" in record Reading (with revision %s of the 2 of the topic's schema %s: messages written with it will fail) (line 12)`, rev1, st.schema),
 				"ok (1 pipeline)"}},
 		{"right with every revision", "data.temperature_c > 30.0", `t: "{data.temperature_c}", n: "{= data.?note.orValue('-')}"`, nil,
 			[]string{"ok (1 pipeline)"}},
@@ -176,26 +198,9 @@ func TestValidateChecksEveryRevisionOfTheTopicSchema(t *testing.T) {
 // schema refuses the start (a ConfigError: exit 2), naming the key and
 // the revisions; one that fits starts.
 func TestRunRefusesAMappingNoRevisionFits(t *testing.T) {
-	e := emulator.RequirePubSub(t)
-	t.Setenv("PUBSUB_EMULATOR_HOST", e.Host)
-	ctx := context.Background()
-	ps, err := e.Client(ctx, "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ps.Close()
-	sc := schemaClientOn(t, e)
-	id := fmt.Sprintf("rs%d", time.Now().UnixNano())
-	s, err := sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{Parent: "projects/p", SchemaId: id,
-		Schema: &pubsubpb.Schema{Type: pubsubpb.Schema_AVRO, Definition: topicSchemaV1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, sub := "t-"+id, "s-"+id
-	if _, err := ps.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/" + topic,
-		SchemaSettings: &pubsubpb.SchemaSettings{Schema: s.Name, Encoding: pubsubpb.Encoding_JSON}}); err != nil {
-		t.Fatal(err)
-	}
+	st := newSchemaTopic(t, "rs", topicSchemaV1)
+	ctx, ps := context.Background(), st.ps
+	topic, sub := st.topic, "s-"+st.id
 	f := newFakes(t)
 	open := func(columns string) error {
 		cfg := parse(t, topicSchemaPipeline(topic, sub, "true", columns))
@@ -211,10 +216,10 @@ func TestRunRefusesAMappingNoRevisionFits(t *testing.T) {
 		cancel()
 		return a.Run(stopped)
 	}
-	err = open(`t: "{data.temprature_c}"`)
+	err := open(`t: "{data.temprature_c}"`)
 	var ce *ConfigError
 	var problems config.Problems
-	if !errors.As(err, &ce) || !errors.As(err, &problems) || !strings.Contains(err.Error(), `pipelines[0].sink.columns.t: {data.temprature_c}: no field "temprature_c" in record Reading; did you mean "temperature_c"? (with every revision of the topic's schema `+s.Name) {
+	if !errors.As(err, &ce) || !errors.As(err, &problems) || !strings.Contains(err.Error(), `pipelines[0].sink.columns.t: {data.temprature_c}: no field "temprature_c" in record Reading; did you mean "temperature_c"? (with every revision of the topic's schema `+st.schema) {
 		t.Errorf("Open = %v; want a ConfigError naming the key, the field and the revisions", err)
 	}
 	if err := open(`t: "{data.temperature_c}"`); err != nil {
