@@ -219,3 +219,28 @@ func TestCheckRevision(t *testing.T) {
 		t.Error("a revision that does not compile: no error")
 	}
 }
+
+// BenchmarkNewWithSchemaTypes compiles the same pipeline over an Avro
+// schema file (expressions checked against its types: typed) and over
+// JSON (dyn only), the start-up cost of the typed check. Evaluation is the
+// same program either way.
+func BenchmarkNewWithSchemaTypes(b *testing.B) {
+	m := config.Mapping{RowKey: "{data.reading_id}", Columns: map[string]string{
+		"f": "{= data.temperature_c * 9.0 / 5.0 + 32.0}",
+		"s": "{= data.readings.filter(s, s.value > 1.0).map(s, s.sensor).join(',')}",
+		"n": "{= data.?note.orValue('-')}",
+	}}
+	for _, c := range []struct{ name, format, schema string }{
+		{"typed", config.FormatAvro, "testdata/avro/typed.avsc"},
+		{"dyn", config.FormatJSON, ""},
+	} {
+		cfg := typedConfig(c.format, c.schema, "", "data.kind != 'HEARTBEAT'", m)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := New(cfg, nil, sinks.Limits{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
