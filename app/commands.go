@@ -47,20 +47,30 @@ func (e *ConfigError) IsList() bool {
 // LoadConfig loads and validates the file at path; every error it returns
 // is a *ConfigError.
 func LoadConfig(path string) (*config.Config, error) {
-	cfg, _, err := loadWithWarnings(path)
-	return cfg, err
+	f, err := loadWithWarnings(path)
+	if err != nil {
+		return nil, err
+	}
+	return f.cfg, nil
 }
 
-// loadWithWarnings is LoadConfig, with the file's warnings
-// (config.Warnings).
-func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
+// loadedFile is a configuration file loaded: the configuration, its
+// warnings (config.Warnings) and its bytes, which locate later problems.
+type loadedFile struct {
+	cfg      *config.Config
+	warnings config.Problems
+	data     []byte
+}
+
+// loadWithWarnings is LoadConfig, with the file's warnings and bytes.
+func loadWithWarnings(path string) (*loadedFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, &ConfigError{readError(path, err)}
+		return nil, &ConfigError{readError(path, err)}
 	}
 	cfg, err := config.Parse(data)
 	if err != nil {
-		return nil, nil, &ConfigError{err}
+		return nil, &ConfigError{err}
 	}
 	cfg.ResolvePaths(filepath.Dir(path))
 	ps := missingSchemaFiles(cfg)
@@ -72,9 +82,9 @@ func loadWithWarnings(path string) (*config.Config, config.Problems, error) {
 	}
 	if len(ps) > 0 {
 		ps.Locate(data)
-		return nil, nil, &ConfigError{ps}
+		return nil, &ConfigError{ps}
 	}
-	return cfg, config.Warnings(cfg, data), nil
+	return &loadedFile{cfg: cfg, warnings: config.Warnings(cfg, data), data: data}, nil
 }
 
 // missingSchemaFiles reports each schema file (payload.schema, resolved
@@ -127,19 +137,18 @@ func readError(path string, err error) error {
 // schema against every revision of it (validateTopicSchemas), reading
 // Pub/Sub; what it cannot reach is a warning.
 func Validate(ctx context.Context, path string, offline bool, out io.Writer) error {
-	cfg, warnings, err := loadWithWarnings(path)
+	f, err := loadWithWarnings(path)
 	if err != nil {
 		return err
 	}
+	cfg, warnings := f.cfg, f.warnings
 	if ps := localProblems(cfg); len(ps) > 0 {
 		return &ConfigError{ps}
 	}
 	if !offline {
 		errs, more := validateTopicSchemas(ctx, cfg)
-		if data, err := os.ReadFile(path); err == nil {
-			errs.Locate(data)
-			more.Locate(data)
-		}
+		errs.Locate(f.data)
+		more.Locate(f.data)
 		if len(errs) > 0 {
 			return &ConfigError{errs}
 		}
@@ -217,12 +226,13 @@ func (e *LoggedError) Unwrap() error { return e.Err }
 // failure is logged (LoggedError): with the file's log settings once they
 // are known, as JSON at info level before (a file that cannot be loaded).
 func RunFile(ctx context.Context, path string, logs io.Writer) error {
-	cfg, warnings, err := loadWithWarnings(path)
+	f, err := loadWithWarnings(path)
 	if err != nil {
 		log, _ := logging.New("info", "json", logs) // fixed arguments: cannot fail
 		log.Error("cannot start: the configuration is not usable", zap.String("config", path), zap.Error(err))
 		return &LoggedError{err}
 	}
+	cfg, warnings := f.cfg, f.warnings
 	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
 	if err != nil {
 		return err // unreachable: validation checked level and format

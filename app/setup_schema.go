@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/source"
 )
 
 // The source topic's Pub/Sub schema: a pipeline whose payload.schema names
@@ -175,7 +176,7 @@ func (s *setup) compareTopicSchema(ctx context.Context, topic string, have *pubs
 	}
 	got, err := sc.GetSchema(ctx, &pubsubpb.GetSchemaRequest{Name: have.Schema, View: pubsubpb.SchemaView_FULL})
 	switch {
-	case status.Code(err) == codes.NotFound || status.Code(err) == codes.InvalidArgument && have.Schema == deletedSchemaName:
+	case status.Code(err) == codes.NotFound || status.Code(err) == codes.InvalidArgument && have.Schema == source.DeletedSchema:
 		s.say("  note: its schema %s was deleted, so every publish to it fails; setup changes no existing topic: %s", have.Schema, want.attachCommand(topic))
 		return nil
 	case err != nil:
@@ -190,10 +191,6 @@ func (s *setup) compareTopicSchema(ctx context.Context, topic string, have *pubs
 	}
 	return nil
 }
-
-// deletedSchemaName is what a topic's settings name once its schema was
-// deleted (docs/emulator-schemas.md).
-const deletedSchemaName = "_deleted-schema_"
 
 // schema creates the schema want for topic, or reuses the one of that name
 // when it has the same definition, and returns the settings of the topic
