@@ -23,14 +23,25 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, mb *members.Member
 	if err != nil {
 		return nil, err
 	}
-	d := dedupe.New(bt, a.log, dedupe.Config{
+	dc := dedupe.Config{
 		Pipeline: pc.Name,
 		Table:    a.cfg.State.Table,
 		Window:   pc.Dedupe.Window,
 		Members:  mb,
 		Metrics:  m,
 		Now:      a.now(),
-	})
+	}
+	var d interface {
+		pipeline.Deduper
+		Check(context.Context) error
+	}
+	if r := a.opts.reprocess; r != nil && !pc.KeyIsMessageID() {
+		// A reprocess run keeps the live pipeline's winner of every key:
+		// its catalog is read, never written (dedupe.Rerun).
+		d = dedupe.NewRerun(bt, a.log, dc, r.live)
+	} else {
+		d = dedupe.New(bt, a.log, dc)
+	}
 	// A missing state table would fail every lookup, and the pipeline
 	// would retry them forever: refuse to start instead.
 	if err := d.Check(ctx); err != nil {

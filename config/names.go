@@ -25,5 +25,12 @@ func (c *Config) TopicName(short string) string {
 // dedupe key, or "" when the key is the Pub/Sub message ID.
 func (p *Pipeline) DedupeKeyAttribute() string { return p.Source.IDAttribute }
 
+// KeyIsMessageID reports whether the dedupe key is the Pub/Sub message ID
+// (no source.id_attribute nor source.id_template): then no two messages
+// share a key, and no key has a rival.
+func (p Pipeline) KeyIsMessageID() bool {
+	return p.Source.IDAttribute == "" && p.Source.IDTemplate == ""
+}
+
 // ExactlyOnce reports whether the pipeline dedupes (mode exactly_once).
 func (p Pipeline) ExactlyOnce() bool { return p.Mode == ModeExactlyOnce }

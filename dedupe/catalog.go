@@ -163,7 +163,7 @@ func (c catalog) row(id catalogID, h hashes) string {
 // parse returns the catalog id of a row key of this pipeline.
 func (c catalog) parse(row string) (string, bool) {
 	rest, ok := strings.CutPrefix(row, c.prefix)
-	if !ok || len(rest) < 3 || (rest[2] != '#' && rest[2] != '=') || isJournalRow(rest) {
+	if !ok || len(rest) < 3 || (rest[2] != '#' && rest[2] != '=') || isJournalRow(rest) || isRulingRow(rest) {
 		return "", false
 	}
 	return rest[3:], true
@@ -217,6 +217,11 @@ type store interface {
 	readSince(ctx context.Context, row string) (time.Time, bool, error)
 	// writeSince writes a version of the journal marker, at at.
 	writeSince(ctx context.Context, row string, since time.Time, at bigtable.Timestamp) error
+	// rule writes each ruling (rulings.go); nil, or one error per ruling.
+	rule(ctx context.Context, rs []ruling) ([]error, error)
+	// winners returns, for each row, the messages its claims (whatever
+	// their age) and rulings name.
+	winners(ctx context.Context, rows []string) ([][]string, error)
 	// check returns an error if the table cannot be read.
 	check(ctx context.Context) error
 }

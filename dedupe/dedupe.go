@@ -168,6 +168,8 @@ type Keys struct {
 	writes *batch.Batcher[cell]
 	// journals carries the keys of conditional claims to the journal.
 	journals *batch.Batcher[cell]
+	// rulings carries the rulings of rivals' keys (rulings.go).
+	rulings *batch.Batcher[ruling]
 	// calls runs the conditional claims.
 	calls *warm.Pool
 	holds sync.Pool // of *hold
@@ -232,6 +234,7 @@ func newKeys(s store, log *zap.Logger, cfg Config) *Keys {
 	d.reads = batch.New(readBatch, d.flushReads)
 	d.writes = batch.New(writeBatch, d.flushWrites)
 	d.journals = batch.New(journalBatch, d.flushWrites)
+	d.rulings = batch.New(rulingBatch, d.flushRulings)
 	return d
 }
 
@@ -322,7 +325,7 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 			select {
 			case <-w.done:
 				if w.committed {
-					return Claim{}, true, nil
+					return d.duplicate(ctx, w.row, winner, "", kind)
 				}
 				continue // released: look again
 			case <-ctx.Done():
@@ -358,7 +361,8 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 		row := hd.row
 		d.mu.Unlock()
 
-		out, err := d.decide(ctx, row, h, winner, v, fast, kind)
+		var by string // the other message whose claim makes this a duplicate
+		out, err := d.decide(ctx, row, h, winner, v, fast, kind, &by)
 		switch {
 		case err != nil:
 			// A failed write is ambiguous: the claim may have landed. The
@@ -377,7 +381,7 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 			// that won may be one of them (its redelivery), which must
 			// resume, not be a duplicate. They look for themselves.
 			d.end(key, token, false)
-			return Claim{}, true, nil
+			return d.duplicate(ctx, row, winner, by, kind)
 		case out == free: // claimResume, and nobody claimed the key
 			d.end(key, token, false)
 			return Claim{}, false, nil
@@ -406,6 +410,19 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 	}
 }
 
+// duplicate answers a delivery of winner that found row's key decided
+// (for the message by, when known): a duplicate, once the ruling that
+// names the key's winner is durable when winner is a rival (rulings.go). A
+// key only one message can have (ClaimOnce) has no rival.
+func (d *Keys) duplicate(ctx context.Context, row, winner, by string, kind claimKind) (Claim, bool, error) {
+	if kind != claimOnce {
+		if err := d.ruleRival(ctx, row, winner, by); err != nil {
+			return Claim{}, false, err
+		}
+	}
+	return Claim{}, true, nil
+}
+
 // How long a Claim waits between two looks at a key whose row holds a
 // claim of winner beside another's: an unconditional claim that was not
 // trusted is being withdrawn (decide), within a round trip.
@@ -418,10 +435,11 @@ const (
 // cannot be: claimed (made now), mine (winner's from an earlier delivery),
 // seen (a duplicate), taken (look again), or free (kind claimResume, and
 // the row holds nothing). v is the membership view the hold was taken
-// under; fast says the filters answered "new" in it.
-func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, v members.View, fast bool, kind claimKind) (outcome, error) {
+// under; fast says the filters answered "new" in it. When seen, by is set
+// to the other message the row's claim names, if it names one.
+func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, v members.View, fast bool, kind claimKind, by *string) (outcome, error) {
 	if !v.Alone && kind == claimDecides {
-		return d.claimShared(ctx, row, h, winner, false)
+		return d.claimShared(ctx, row, h, winner, false, by)
 	}
 	if !fast { // or not alone: this process's filters miss others' keys
 		d.cfg.Metrics.Lookups.Inc()
@@ -430,6 +448,7 @@ func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, 
 			return free, fmt.Errorf("read: %w", err)
 		}
 		if out := st.decide(winner); out != free {
+			*by, _ = st.rival(winner)
 			return out, nil
 		}
 	}
@@ -454,15 +473,15 @@ func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, 
 	d.mu.Lock()
 	d.upgrades++
 	d.mu.Unlock()
-	return d.claimShared(ctx, row, h, winner, true)
+	return d.claimShared(ctx, row, h, winner, true, by)
 }
 
 // claimShared claims row for winner with one conditional mutation and,
 // when the row holds something already, reads it to say what. untrusted
 // says that this delivery wrote an unconditional claim of row just before,
 // which the conditional mutation now confirms or withdraws.
-func (d *Keys) claimShared(ctx context.Context, row string, h hashes, winner string, untrusted bool) (outcome, error) {
-	out, err := d.claimIf(ctx, row, winner, untrusted)
+func (d *Keys) claimShared(ctx context.Context, row string, h hashes, winner string, untrusted bool, by *string) (outcome, error) {
+	out, err := d.claimIf(ctx, row, winner, untrusted, by)
 	if out != claimed || err != nil || d.cfg.NoJournal {
 		return out, err
 	}
@@ -477,8 +496,9 @@ func (d *Keys) claimShared(ctx context.Context, row string, h hashes, winner str
 }
 
 // claimIf claims row for winner with one conditional mutation, which
-// applies only if the row holds no cell within the window.
-func (d *Keys) claimIf(ctx context.Context, row, winner string, untrusted bool) (outcome, error) {
+// applies only if the row holds no cell within the window. When the row
+// makes it a duplicate, by is set to the other message its claim names.
+func (d *Keys) claimIf(ctx context.Context, row, winner string, untrusted bool, by *string) (outcome, error) {
 	now := d.now()
 	at := bigtable.Time(now).TruncateToMilliseconds()
 	since := bigtable.Time(now.Add(-d.cfg.Window)).TruncateToMilliseconds()
@@ -505,6 +525,7 @@ func (d *Keys) claimIf(ctx context.Context, row, winner string, untrusted bool) 
 		return free, fmt.Errorf("read back: %w", rerr)
 	}
 	st := sts[0]
+	*by, _ = st.rival(winner)
 	if untrusted {
 		return d.confirm(ctx, row, winner, st)
 	}
@@ -579,13 +600,14 @@ type hold struct {
 // It is apart from the hold, which is recycled once ended.
 type waiters struct {
 	done      chan struct{}
-	committed bool // set before done is closed
+	committed bool   // set before done is closed
+	row       string // the key's catalog row, for a rival's ruling
 }
 
 // waiters returns hd's waiters, created on first use. Called with Keys.mu.
 func (hd *hold) waiters() *waiters {
 	if hd.wait == nil {
-		hd.wait = &waiters{done: make(chan struct{})}
+		hd.wait = &waiters{done: make(chan struct{}), row: hd.row}
 	}
 	return hd.wait
 }
@@ -785,7 +807,7 @@ func (d *Keys) refresh() {
 // and bounded by ctx, whose error it returns if cut short (the flushes
 // then fail with context.Canceled). Claims after Close fail.
 func (d *Keys) Close(ctx context.Context) error {
-	return errors.Join(d.writes.Close(ctx), d.journals.Close(ctx), d.reads.Close(ctx))
+	return errors.Join(d.writes.Close(ctx), d.journals.Close(ctx), d.rulings.Close(ctx), d.reads.Close(ctx))
 }
 
 // Stats is the dedupe state shown in /status.

@@ -117,6 +117,8 @@ type memStore struct {
 	// jrows holds the journal rows, marks the marker's versions.
 	jrows map[string]cell
 	marks []time.Time
+	// rulings holds the ruling rows: row → winners named.
+	rulings map[string][]string
 }
 
 func newMemStore() *memStore {
@@ -231,6 +233,30 @@ func (s *memStore) writeSince(_ context.Context, _ string, since time.Time, _ bi
 
 func (s *memStore) check(context.Context) error { return nil }
 
+func (s *memStore) rule(_ context.Context, rs []ruling) ([]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rulings == nil {
+		s.rulings = map[string][]string{}
+	}
+	for _, r := range rs {
+		if !slices.Contains(s.rulings[r.row], r.winner) {
+			s.rulings[r.row] = append(s.rulings[r.row], r.winner)
+		}
+	}
+	return nil, nil
+}
+
+func (s *memStore) winners(_ context.Context, rows []string) ([][]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = append(slices.Sorted(maps.Keys(s.claims[r])), s.rulings[r]...)
+	}
+	return out, nil
+}
+
 // nopStore answers "not recorded" and records nothing.
 type nopStore struct{}
 
@@ -253,6 +279,10 @@ func (nopStore) readSince(context.Context, string) (time.Time, bool, error) {
 }
 func (nopStore) writeSince(context.Context, string, time.Time, bigtable.Timestamp) error { return nil }
 func (nopStore) check(context.Context) error                                             { return nil }
+func (nopStore) rule(context.Context, []ruling) ([]error, error)                         { return nil, nil }
+func (nopStore) winners(_ context.Context, rows []string) ([][]string, error) {
+	return make([][]string, len(rows)), nil
+}
 
 // newTest returns Keys on s with a fake clock, closed at the end of the
 // test. Its filters are trusted from the start unless rebuild is false.

@@ -264,9 +264,7 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 // keyIsMessageID reports whether the dedupe key is the message ID (no
 // source.id_attribute, no source.id_template): then only one message can
 // have a key.
-func (p *Pipeline) keyIsMessageID() bool {
-	return p.cfg.Source.IDAttribute == "" && p.cfg.Source.IDTemplate == ""
-}
+func (p *Pipeline) keyIsMessageID() bool { return p.cfg.KeyIsMessageID() }
 
 // late counts a late message and applies late_data to it: it returns the
 // outcome and true, or false when the message is to be written as any other

@@ -17,7 +17,19 @@ const (
 	FamilyMeta = "m"
 	// FamilySnapshot holds periodic snapshots of the dedupe filters.
 	FamilySnapshot = "s"
+	// FamilyRulings holds the rulings of the dedupe catalog: for a key
+	// that had a rival (another message with the same dedupe key), which
+	// message won it, kept for as long as a topic can replay it
+	// (RulingsMaxAge) so that a reprocess writes the same winner long
+	// after the catalog forgot the claim.
+	FamilyRulings = "r"
 )
+
+// RulingsMaxAge is the max-age rule of FamilyRulings: Pub/Sub's longest
+// topic message retention (31 days), the farthest back a reprocess can
+// replay, and an hour. A ruling is written only for a key that had a
+// rival, so what it keeps is small beside the catalog.
+const RulingsMaxAge = 31*24*time.Hour + time.Hour
 
 // FamilyDeadLetter is the one column family of a dead-letter table
 // (dead_letter.bigtable_table, in state.instance).
@@ -53,6 +65,7 @@ func Families(maxWindow time.Duration) []Family {
 		{FamilyDedupe, bigtable.MaxAgePolicy(CatalogMaxAge(maxWindow))},
 		{FamilyMeta, bigtable.MaxVersionsPolicy(1)},
 		{FamilySnapshot, bigtable.MaxVersionsPolicy(1)},
+		{FamilyRulings, bigtable.MaxAgePolicy(RulingsMaxAge)},
 	}
 }
 
