@@ -157,3 +157,46 @@ func TestSummaryReadsAsTheCLIPrintsIt(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", s, want)
 	}
 }
+
+// TestReplayRestoresGoogAttributes: a schema'd topic's messages carry
+// googclient_* attributes, and Pub/Sub reserves keys starting with goog, so
+// a topic output publishes them renamed (pubsink_goog…) and replay
+// republishes them under their original keys, as the table and file
+// outputs keep them. The emulator and pstest accept goog keys: this checks
+// what is published.
+func TestReplayRestoresGoogAttributes(t *testing.T) {
+	f := dltest.New(t)
+	ctx := context.Background()
+	for kind, dl := range f.Outputs() {
+		t.Run(kind, func(t *testing.T) {
+			f.PS.ClearMessages()
+			p := f.Pipeline("orders", dl)
+			m := dltest.Message(3)
+			m.Attributes["googclient_schemaname"] = "projects/p/schemas/orders"
+			m.Attributes["googclient_schemaencoding"] = "BINARY"
+			m.Attributes["googclient_schemarevisionid"] = "8d1e4c2a"
+			want := maps.Clone(m.Attributes)
+			if err := f.Open(p).Send(ctx, m, deadletter.InvalidPayload, errors.New("why")); err != nil {
+				t.Fatal(err)
+			}
+			for _, pm := range f.PS.Messages() { // the topic output's copy
+				for k := range pm.Attributes {
+					if strings.HasPrefix(k, "goog") {
+						t.Errorf("published to %s with reserved key %s", pm.Topic, k)
+					}
+				}
+			}
+			if kind == deadletter.KindTopic && len(f.PS.Messages()) != 1 {
+				t.Fatalf("%d copies published, want 1", len(f.PS.Messages()))
+			}
+			sum, err := Run(ctx, zap.NewNop(), f.Cfg, p, f.Clients(), Options{})
+			if err != nil || sum.Replayed != 1 {
+				t.Fatalf("replay: %+v, %v", sum, err)
+			}
+			got := f.Republished()
+			if len(got) != 1 || !maps.Equal(got[0].Attributes, want) {
+				t.Fatalf("republished %v, want the original's attributes %v", got, want)
+			}
+		})
+	}
+}
