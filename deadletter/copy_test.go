@@ -277,3 +277,28 @@ func TestTopicCopyRenamesGoogAttributes(t *testing.T) {
 		}
 	})
 }
+
+// TestACopyThatFitsOnceAnAttributeMadeRoomKeepsItsData: a copy a little
+// over the size limit with exactly 100 attributes loses one original
+// attribute to make room for pubsink_truncated before its data is cut; when
+// that alone makes it fit, its data is kept whole (FuzzFitPubSub found
+// fitPubSub cutting the data to more than its length: a panic).
+func TestACopyThatFitsOnceAnAttributeMadeRoomKeepsItsData(t *testing.T) {
+	const topic = "projects/p/topics/dlq"
+	limit := maxMessageBytes(topic)
+	orig := fuzzOriginal(94, "k", 138, 160, 0)
+	data := make([]byte, limit)
+	bare := proto.Size(&pubsubpb.PubsubMessage{Attributes: newCopy("orders", orig, Late, nil, time.Now()).AllAttributes()})
+	for over := 1; over <= 400; over++ {
+		n := limit - bare - 5 + over // 5: the data field's tag and length
+		orig.Data = data[:n]
+		c := newCopy("orders", orig, Late, nil, time.Now())
+		m := fitPubSub(c, topic)
+		if got := proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes}); got > limit || len(m.Attributes) > maxAttributes {
+			t.Fatalf("%d bytes of data: the copy is %d bytes with %d attributes", n, got, len(m.Attributes))
+		}
+		if cutData := strings.Contains(c.Truncated, "data:"); cutData != (len(m.Data) < n) {
+			t.Fatalf("%d bytes of data: %d kept, pubsink_truncated %q", n, len(m.Data), c.Truncated)
+		}
+	}
+}

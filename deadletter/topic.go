@@ -333,13 +333,13 @@ func fitPubSub(c *Copy, topic string) *pubsub.Message {
 	if over := size() - limit; over > 0 {
 		c.Error = truncateUTF8(c.Error, max(0, len(c.Error)-over))
 	}
+	// Cutting the data adds pubsink_truncated; when the attributes fitted
+	// exactly, it would be one too many, so one more original attribute
+	// goes, which may be enough on its own.
+	if size() > limit && c.Truncated == "" && len(c.Attributes)+len(c.fields())+1 > maxAttributes {
+		keepAttributes()
+	}
 	if over := size() - limit; over > 0 {
-		// Cutting the data adds pubsink_truncated; when the attributes
-		// fitted exactly, it would be one too many, so one more original
-		// attribute goes.
-		if c.Truncated == "" && len(c.Attributes)+len(c.fields())+1 > maxAttributes {
-			keepAttributes()
-		}
 		// The marker's own length depends on the kept length; reserve it
 		// with the widest value (the full length), then fill it in. The
 		// number can only get shorter, so the message only gets smaller.
