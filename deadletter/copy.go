@@ -31,9 +31,42 @@ const (
 	AttrReprocess = "pubsink_reprocess"
 
 	// AttrPrefix is reserved: an original attribute with this prefix is not
-	// carried into the copy, and replay removes every such attribute.
+	// carried into the copy, and replay removes every such attribute, except
+	// that a Topic copy carries the original's goog* attributes under it
+	// (see googPrefix).
 	AttrPrefix = "pubsink_"
 )
+
+// googPrefix starts the attribute keys that Pub/Sub reserves: "Attribute
+// keys must not start with goog" (https://cloud.google.com/pubsub/docs/publisher,
+// "Use attributes to publish a message"). Pub/Sub itself sets such
+// attributes on what it delivers (googclient_schemaname, …encoding,
+// …revisionid on a topic with a schema), so a copy published as it came
+// could be refused; the emulator does not check. Google's client libraries
+// do publish googclient_traceparent with tracing on, so the rule may not be
+// enforced for every goog key, but nothing documents which: a Topic copy
+// carries each goog* attribute under AttrPrefix+key
+// (pubsink_googclient_schemaname), and reading the copy back restores the
+// key. No attribute of pubsink's own starts with pubsink_goog, so the two
+// never meet. The File and Table outputs are not published and keep the
+// keys as they are.
+const googPrefix = "goog"
+
+// publishedKey is the key under which a Topic copy carries the original's
+// attribute k.
+func publishedKey(k string) string {
+	if strings.HasPrefix(k, googPrefix) {
+		return AttrPrefix + k
+	}
+	return k
+}
+
+// renamedFrom returns the original key of a renamed attribute of a Topic
+// copy (see publishedKey), and false for any other key.
+func renamedFrom(k string) (string, bool) {
+	orig, ok := strings.CutPrefix(k, AttrPrefix)
+	return orig, ok && strings.HasPrefix(orig, googPrefix)
+}
 
 // MaxErrorBytes bounds pubsink_error: Pub/Sub refuses an attribute value
 // over 1024 bytes, and the text is for a human deciding what to do, not a
@@ -130,10 +163,13 @@ func (c *Copy) fields() map[string]string {
 }
 
 // AllAttributes returns the attributes of the dead-letter message: the
-// original's plus the pubsink_* ones. It is what the Topic output publishes.
+// original's, its goog* ones renamed (see googPrefix), plus the pubsink_*
+// ones. It is what the Topic output publishes.
 func (c *Copy) AllAttributes() map[string]string {
 	a := make(map[string]string, len(c.Attributes)+8)
-	maps.Copy(a, c.Attributes)
+	for k, v := range c.Attributes {
+		a[publishedKey(k)] = v
+	}
 	maps.Copy(a, c.fields())
 	return a
 }
@@ -143,13 +179,19 @@ func (c *Copy) AllAttributes() map[string]string {
 func reserved(name, _ string) bool { return strings.HasPrefix(name, AttrPrefix) }
 
 // copyFromAttributes rebuilds a Copy from a dead-letter message's data and
-// attributes. It fails when a field that replay needs is missing or
+// attributes, restoring the keys of the original's goog* attributes (see
+// googPrefix). It fails when a field that replay needs is missing or
 // malformed: such a message was not written by pubsink.
 func copyFromAttributes(data []byte, attrs map[string]string) (*Copy, error) {
 	c := &Copy{Data: data, Attributes: make(map[string]string, len(attrs))}
 	for k, v := range attrs {
 		if !strings.HasPrefix(k, AttrPrefix) {
-			c.Attributes[k] = v
+			c.Attributes[k] = v // a goog* one too, as a copy made before the renaming has it
+		}
+	}
+	for k, v := range attrs { // after: the renamed one wins over such a twin
+		if orig, ok := renamedFrom(k); ok {
+			c.Attributes[orig] = v
 		}
 	}
 	if err := c.setFields(attrs); err != nil {

@@ -59,7 +59,8 @@ func FuzzCopyFromLine(f *testing.F) {
 
 // FuzzCopyFromAttributes reads an arbitrary message of a dead-letter
 // topic: the contract attributes, with one of them replaced (or the
-// optional pubsink_reprocess added), and two more.
+// optional pubsink_reprocess added), and two more. An attribute renamed
+// from a goog* one (pubsink_goog…) reads back under its original key.
 // Run: go test -fuzz=FuzzCopyFromAttributes ./deadletter
 func FuzzCopyFromAttributes(f *testing.F) {
 	f.Add([]byte("{}"), uint8(0), "late", "id", "r7", "pubsink_truncated", "data")
@@ -77,6 +78,9 @@ func FuzzCopyFromAttributes(f *testing.F) {
 			return
 		}
 		checkCopy(t, c)
+		if orig, ok := strings.CutPrefix(k1, AttrPrefix); ok && strings.HasPrefix(orig, googPrefix) && c.Attributes[orig] != attrs[k1] {
+			t.Fatalf("%s = %q reads back as %s = %q", k1, attrs[k1], orig, c.Attributes[orig])
+		}
 	})
 }
 

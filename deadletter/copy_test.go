@@ -217,3 +217,88 @@ func TestCopiesReadBackCarryNoPubsinkAttributes(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicCopyRenamesGoogAttributes: Pub/Sub reserves attribute keys
+// starting with goog ("Attribute keys must not start with goog",
+// https://cloud.google.com/pubsub/docs/publisher), yet sets such attributes
+// itself on a schema'd topic's messages. A Topic copy carries them as
+// pubsink_goog… and reads back with the original keys; the emulator would
+// not refuse the original keys, so this is checked on what would be
+// published.
+func TestTopicCopyRenamesGoogAttributes(t *testing.T) {
+	const topic = "projects/p/topics/dlq"
+	orig := original()
+	orig.Attributes = map[string]string{
+		"googclient_schemaname":       "projects/p/schemas/orders",
+		"googclient_schemaencoding":   "JSON",
+		"googclient_schemarevisionid": "8d1e4c2a",
+		"goo":                         "not reserved",
+		"id":                          "r001",
+	}
+	want := maps.Clone(orig.Attributes)
+	c := newCopy("orders", orig, InvalidPayload, errors.New("bad"), time.Now())
+	m := fitPubSub(c, topic)
+	for k := range m.Attributes {
+		if strings.HasPrefix(k, "goog") {
+			t.Errorf("the copy is published with reserved key %s", k)
+		}
+	}
+	if got := m.Attributes["pubsink_googclient_schemaname"]; got != "projects/p/schemas/orders" {
+		t.Errorf("pubsink_googclient_schemaname = %q", got)
+	}
+	if m.Attributes["goo"] != "not reserved" || m.Attributes["id"] != "r001" || c.Truncated != "" {
+		t.Errorf("other attributes changed: %v (truncated %q)", m.Attributes, c.Truncated)
+	}
+	back, err := copyFromAttributes(m.Data, m.Attributes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(back.Attributes, want) || !maps.Equal(orig.Attributes, want) {
+		t.Errorf("read back with %v, want the original's %v (original now %v)", back.Attributes, want, orig.Attributes)
+	}
+
+	t.Run("a key too long to rename is cut and marked", func(t *testing.T) {
+		long := "goog" + strings.Repeat("x", maxAttrKeyBytes-len("goog")-len(AttrPrefix)+1) // 249 bytes
+		fits := long[:len(long)-1]                                                          // 248: renamed, exactly the limit
+		orig := original()
+		orig.Attributes = map[string]string{long: "v", fits: "w", "id": "r001"}
+		c := newCopy("orders", orig, InvalidPayload, nil, time.Now())
+		m := fitPubSub(c, topic)
+		if c.Truncated != "attributes: 2 of 3 kept" || m.Attributes[AttrTruncated] != c.Truncated {
+			t.Errorf("truncated %q, pubsink_truncated %q", c.Truncated, m.Attributes[AttrTruncated])
+		}
+		if m.Attributes[AttrPrefix+fits] != "w" || len(orig.Attributes) != 3 {
+			t.Errorf("the key of %d bytes renamed was not kept (%d attributes), or the original changed (%d)", len(AttrPrefix+fits), len(m.Attributes), len(orig.Attributes))
+		}
+		for k := range m.Attributes {
+			if len(k) > maxAttrKeyBytes {
+				t.Errorf("a key of %d bytes is published", len(k))
+			}
+		}
+	})
+}
+
+// TestACopyThatFitsOnceAnAttributeMadeRoomKeepsItsData: a copy a little
+// over the size limit with exactly 100 attributes loses one original
+// attribute to make room for pubsink_truncated before its data is cut; when
+// that alone makes it fit, its data is kept whole (FuzzFitPubSub found
+// fitPubSub cutting the data to more than its length: a panic).
+func TestACopyThatFitsOnceAnAttributeMadeRoomKeepsItsData(t *testing.T) {
+	const topic = "projects/p/topics/dlq"
+	limit := maxMessageBytes(topic)
+	orig := fuzzOriginal(94, "k", 138, 160, 0)
+	data := make([]byte, limit)
+	bare := proto.Size(&pubsubpb.PubsubMessage{Attributes: newCopy("orders", orig, Late, nil, time.Now()).AllAttributes()})
+	for over := 1; over <= 400; over++ {
+		n := limit - bare - 5 + over // 5: the data field's tag and length
+		orig.Data = data[:n]
+		c := newCopy("orders", orig, Late, nil, time.Now())
+		m := fitPubSub(c, topic)
+		if got := proto.Size(&pubsubpb.PubsubMessage{Data: m.Data, Attributes: m.Attributes}); got > limit || len(m.Attributes) > maxAttributes {
+			t.Fatalf("%d bytes of data: the copy is %d bytes with %d attributes", n, got, len(m.Attributes))
+		}
+		if cutData := strings.Contains(c.Truncated, "data:"); cutData != (len(m.Data) < n) {
+			t.Fatalf("%d bytes of data: %d kept, pubsink_truncated %q", n, len(m.Data), c.Truncated)
+		}
+	}
+}

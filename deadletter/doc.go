@@ -65,6 +65,9 @@
 // limit for an attribute value). Neither it nor any log line of this
 // package holds the payload: logs carry the message ID and the reason.
 // Original attributes named pubsink_* are reserved and not carried over.
+// A Topic copy publishes the original's goog* attributes (Pub/Sub reserves
+// the prefix; a schema'd topic's messages carry googclient_schema*) as
+// pubsink_goog*, and reading it back restores their keys (see googPrefix).
 // Ordering keys are not kept (pubsink does not use them).
 //
 // # Messages larger than an output accepts

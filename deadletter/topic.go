@@ -26,6 +26,8 @@ import (
 const (
 	// maxAttributes is the most attributes a message may carry.
 	maxAttributes = 100
+	// maxAttrKeyBytes is the longest attribute key.
+	maxAttrKeyBytes = 256
 	// requestSlack is kept free under the client's request limit for the
 	// request's own framing, beyond what the client itself reserves.
 	requestSlack = 64
@@ -282,10 +284,13 @@ func maxMessageBytes(topic string) int {
 // always fits; when it does not, it is cut, in this order, and c is updated
 // to say what it carries:
 //
-//  1. More than maxAttributes attributes with the pubsink_* ones: the
+//  1. An original goog* attribute whose key, renamed (see googPrefix), is
+//     over maxAttrKeyBytes (a key of 249 to 256 bytes) is left out
+//     (Truncated says how many attributes were kept).
+//  2. More than maxAttributes attributes with the pubsink_* ones: the
 //     original attributes are kept in key order up to the limit (Truncated
 //     says how many were kept).
-//  2. Over the size limit (an original within about 1 KiB of it): the error
+//  3. Over the size limit (an original within about 1 KiB of it): the error
 //     text is shortened first (it is only for humans), then the data is cut
 //     at the end (Truncated says how many bytes were kept).
 //
@@ -294,6 +299,16 @@ func maxMessageBytes(topic string) int {
 func fitPubSub(c *Copy, topic string) *pubsub.Message {
 	n := len(c.Attributes)
 	var cuts []string
+	markAttributes := func() {
+		cuts = []string{fmt.Sprintf("attributes: %d of %d kept", len(c.Attributes), n)}
+		c.Truncated = cuts[0]
+	}
+	// c.Attributes is the copy's own map (newCopy): deleting from it leaves
+	// the original alone.
+	maps.DeleteFunc(c.Attributes, func(k, _ string) bool { return len(publishedKey(k)) > maxAttrKeyBytes })
+	if len(c.Attributes) < n {
+		markAttributes()
+	}
 	// keepAttributes keeps the first of the original's attributes (in key
 	// order) that leave room for pubsink's own and for pubsink_truncated.
 	keepAttributes := func() {
@@ -306,10 +321,9 @@ func fitPubSub(c *Copy, topic string) *pubsub.Message {
 			kept[k] = c.Attributes[k]
 		}
 		c.Attributes = kept
-		cuts = []string{fmt.Sprintf("attributes: %d of %d kept", keep, n)}
-		c.Truncated = cuts[0]
+		markAttributes()
 	}
-	if n+len(c.fields()) > maxAttributes {
+	if len(c.Attributes)+len(c.fields()) > maxAttributes {
 		keepAttributes()
 	}
 	limit := maxMessageBytes(topic)
@@ -319,13 +333,13 @@ func fitPubSub(c *Copy, topic string) *pubsub.Message {
 	if over := size() - limit; over > 0 {
 		c.Error = truncateUTF8(c.Error, max(0, len(c.Error)-over))
 	}
+	// Cutting the data adds pubsink_truncated; when the attributes fitted
+	// exactly, it would be one too many, so one more original attribute
+	// goes, which may be enough on its own.
+	if size() > limit && c.Truncated == "" && len(c.Attributes)+len(c.fields())+1 > maxAttributes {
+		keepAttributes()
+	}
 	if over := size() - limit; over > 0 {
-		// Cutting the data adds pubsink_truncated; when the attributes
-		// fitted exactly, it would be one too many, so one more original
-		// attribute goes.
-		if c.Truncated == "" && len(c.Attributes)+len(c.fields())+1 > maxAttributes {
-			keepAttributes()
-		}
 		// The marker's own length depends on the kept length; reserve it
 		// with the widest value (the full length), then fill it in. The
 		// number can only get shorter, so the message only gets smaller.

@@ -108,3 +108,24 @@ func TestShortKeepsTheStartOfTheFirstLine(t *testing.T) {
 		}
 	}
 }
+
+// TestShowNamesGoogAttributesAsTheOriginalHadThem: a topic output publishes
+// the original's goog* attributes renamed (Pub/Sub reserves the prefix);
+// show prints them under their original keys, as replay republishes them.
+func TestShowNamesGoogAttributesAsTheOriginalHadThem(t *testing.T) {
+	ctx := context.Background()
+	f := dltest.New(t)
+	p := f.Pipeline("orders", f.Outputs()[deadletter.KindTopic])
+	m := dltest.Message(4)
+	m.Attributes["googclient_schemaname"] = "projects/p/schemas/orders"
+	if err := f.Open(p).Send(ctx, m, deadletter.InvalidPayload, errors.New("why")); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Show(ctx, zap.NewNop(), f.Cfg, p, f.Clients(), m.ID, true, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, `"googclient_schemaname":"projects/p/schemas/orders"`) || strings.Contains(out, "pubsink_goog") {
+		t.Errorf("show --json:\n%s", out)
+	}
+}
