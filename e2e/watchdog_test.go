@@ -169,13 +169,19 @@ func (s *hungStream) RecvMsg(m any) error {
 // pubsubOptions make the client the App creates (with its stream watch)
 // talk to the emulator through h.
 func (e *env) pubsubOptions(h *hungStreams) []option.ClientOption {
+	return e.interceptedPubSub(h.intercept, h.interceptUnary)
+}
+
+// interceptedPubSub are the options of a client the App creates that talks
+// to the emulator through the interceptors.
+func (e *env) interceptedPubSub(stream grpc.StreamClientInterceptor, unary grpc.UnaryClientInterceptor) []option.ClientOption {
 	return []option.ClientOption{
 		option.WithEndpoint(e.ps.Host),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
 		option.WithoutAuthentication(),
 		option.WithTelemetryDisabled(),
-		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(h.intercept)),
-		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(h.interceptUnary)),
+		option.WithGRPCDialOption(grpc.WithChainStreamInterceptor(stream)),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(unary)),
 	}
 }
 

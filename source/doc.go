@@ -18,7 +18,16 @@
 //     handler returned, as the client library requires for its flow control.
 //     The handler's verdict is the only thing that acks.
 //   - Lease extension is left on: a message waiting for a batch or a retry
-//     keeps its lease (up to the client's MaxExtension of 60 minutes).
+//     keeps its lease (up to the client's MaxExtension of 60 minutes). The
+//     client extends what it has read from its streams: the messages in
+//     handlers and those of the same response waiting for flow control. It
+//     reads a stream's next response only once flow control has room, so
+//     a message sent beyond the flow control waits unread, leased from when
+//     it was sent, and is sent again if that lease (LeaseExtension) runs
+//     out first. Pub/Sub sends a stream no more than its flow control, so
+//     that does not happen; the emulator ignores flow control, and a
+//     Bigtable stall longer than the lease rewrites a share of the messages
+//     published during it (docs/emulator-leases.md).
 //   - Stopping is two-phase: cancelling the receive context stops pulling;
 //     handlers keep the work context until the caller cancels it; Run
 //     returns after every handler returned and its ack or nack was sent.
