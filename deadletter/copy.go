@@ -52,6 +52,21 @@ const (
 // keys as they are.
 const googPrefix = "goog"
 
+// Republishable returns the attributes of an original that may be
+// published again, as replay does: every one but those whose key starts
+// with goog (reserved, see googPrefix). Pub/Sub sets its own again: on a
+// topic with a schema, the googclient_schema* attributes of the revision
+// the republished message is validated against. attrs is not changed.
+func Republishable(attrs map[string]string) map[string]string {
+	out := make(map[string]string, len(attrs))
+	for k, v := range attrs {
+		if !strings.HasPrefix(k, googPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // publishedKey is the key under which a Topic copy carries the original's
 // attribute k.
 func publishedKey(k string) string {

@@ -208,7 +208,7 @@ func (r *run) batch(ctx context.Context, pub *pubsub.Publisher, es []*deadletter
 			// Reserve the ID now: a second copy in this same batch must
 			// not be republished too. It is released if the publish fails.
 			r.replayed[c.MessageID] = true
-			res := pub.Publish(ctx, &pubsub.Message{Data: c.Data, Attributes: c.Attributes})
+			res := pub.Publish(ctx, &pubsub.Message{Data: c.Data, Attributes: deadletter.Republishable(c.Attributes)})
 			sent = append(sent, pending{e, res})
 		}
 	}
