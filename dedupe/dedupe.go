@@ -168,8 +168,10 @@ type Keys struct {
 	writes *batch.Batcher[cell]
 	// journals carries the keys of conditional claims to the journal.
 	journals *batch.Batcher[cell]
-	// rulings carries the rulings of rivals' keys (rulings.go).
+	// rulings carries the rulings of rivals' keys (rulings.go), ruled
+	// counts them.
 	rulings *batch.Batcher[ruling]
+	ruled   atomic.Int64
 	// calls runs the conditional claims.
 	calls *warm.Pool
 	holds sync.Pool // of *hold
@@ -849,6 +851,9 @@ type Stats struct {
 	ConditionalClaims int64 `json:"conditional_claims"`
 	Conflicts         int64 `json:"claim_conflicts"`
 	Upgrades          int64 `json:"fast_path_upgrades"`
+	// Rulings counts the rulings written: rivals found duplicates of
+	// another message's claim (rulings.go).
+	Rulings int64 `json:"rulings"`
 }
 
 // Stats returns the state of the filters as of the last refresh (Run's,
@@ -884,5 +889,6 @@ func (d *Keys) Stats() Stats {
 		s.BitsPerKey = float64(st.bits) / float64(st.keys)
 	}
 	s.CatalogLookups = int64(metrics.Value(d.cfg.Metrics.Lookups))
+	s.Rulings = d.ruled.Load()
 	return s
 }

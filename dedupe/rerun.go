@@ -16,19 +16,23 @@ import (
 // not the message ID: it keeps the live pipeline's decision for every key
 // instead of deciding rivals again.
 //
-// A message of the range is written if the live pipeline's catalog names
-// it for its key (a claim, whatever its age, or a ruling: rulings.go), or
-// names no message for the key at all; a message of a key the live
-// pipeline decided for another message is a duplicate. So the run writes
-// what the live pipeline wrote: the winner of a key that had a rival within
-// the window, and every message of a key the catalog has forgotten (one
-// without a rival, whose claim expired, or whose rivals came more than a
-// window apart and were each written live).
+// For each message of the range it reads what the live pipeline's catalog
+// names for the message's key: the messages of its claims, whatever their
+// age, and of its ruling (rulings.go), which outlives the claim.
 //
-// The run's own scope (the embedded Keys, under the run's name) is keyed by
-// message ID (ClaimOnce): a message of the range is written once by the
-// run, whatever its redeliveries, a kill and a resume. The live catalog is
-// only read.
+//   - A named message is written: the live pipeline wrote it. Every named
+//     message of a key is (rivals claimed more than a window apart were
+//     each written live), each once in the run, whatever its redeliveries,
+//     a kill and a resume: it is held by its message ID.
+//   - Another message of a named key is a duplicate: the live pipeline
+//     decided the key for another, and a run never switches the winner.
+//   - A key nothing is named for (the live pipeline has not seen it, or
+//     the catalog forgot it: no rival, and its claim collected) is decided
+//     in the run's own scope, as live: the first message the run receives
+//     wins, the others are duplicates.
+//
+// The run's own scope is the embedded Keys, under the run's name; the live
+// catalog is only read.
 type Rerun struct {
 	*Keys
 	live  catalog
@@ -55,21 +59,27 @@ func newRerun(s store, log *zap.Logger, cfg Config, live string) *Rerun {
 	return r
 }
 
-// Claim holds key for winner's message if the live pipeline wrote it, or
-// decided nothing for key; a message the live pipeline did not write, of a
-// key it decided, is a duplicate (dup). The hold is the run's own, by
-// message ID: Commit records it, and a redelivery after that is a
-// duplicate.
+// Claim holds key for winner's message if the live pipeline wrote it (its
+// catalog names it), or if the live catalog names nothing for key and
+// winner is the first message of key in the run's scope; otherwise it is
+// a duplicate (dup). A Commit makes a redelivery a duplicate.
 func (r *Rerun) Claim(ctx context.Context, key, winner string) (Claim, bool, error) {
 	live, err := r.LiveWinners(ctx, key)
-	if err != nil {
+	switch {
+	case err != nil:
 		return Claim{}, false, err
+	case len(live) == 0:
+		return r.Keys.Claim(ctx, key, winner)
+	case slices.Contains(live, winner):
+		return r.Keys.ClaimOnce(ctx, namedKey(winner), winner)
 	}
-	if len(live) > 0 && !slices.Contains(live, winner) {
-		return Claim{}, true, nil
-	}
-	return r.Keys.ClaimOnce(ctx, winner, winner)
+	return Claim{}, true, nil
 }
+
+// namedKey is the run's key for a message the live catalog names: its
+// message ID, apart from every dedupe key (a key cannot start with 0xff,
+// as a dead-letter copy's cannot: 0xff is never in a UTF-8 attribute).
+func namedKey(messageID string) string { return "\xffnamed\xff" + messageID }
 
 // Resume is Claim: a reprocess run has no watermark, so nothing it
 // replays is late.

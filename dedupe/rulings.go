@@ -125,6 +125,7 @@ func (d *Keys) writeRuling(ctx context.Context, row, winner string) error {
 	if err := d.rulings.Add(ctx, r, len(r.row)+len(winner)); err != nil {
 		return fmt.Errorf("dedupe: write the ruling of a rival's key: %w", err)
 	}
+	d.ruled.Add(1)
 	return nil
 }
 

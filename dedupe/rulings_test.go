@@ -73,6 +73,9 @@ func TestARivalsDuplicateLeavesARulingNamingTheWinner(t *testing.T) {
 			if got := rulingsOf(t, tbl, tc.name, "k1"); !slices.Equal(got, []string{winner}) {
 				t.Fatalf("the rival's ruling names %v, want [%s]", got, winner)
 			}
+			if n := d.Stats().Rulings; n != 1 {
+				t.Errorf("Stats().Rulings = %d, want 1", n)
+			}
 
 			// ClaimOnce: a message-ID key has no rival, and no ruling.
 			id := delivery()
@@ -122,11 +125,12 @@ func TestARivalsDuplicateLeavesARulingNamingTheWinner(t *testing.T) {
 
 // TestARerunWritesWhatTheLivePipelineWrote: the live pipeline decided k1
 // for m1 within its window, k2 for m2 whose claim the catalog has since
-// collected (its ruling stays, from m2's rival), and never saw k3. The run
-// writes m1 and m2 and finds their rivals duplicates, writes both messages
-// of k3 (the live pipeline would have written each: no rival within a
-// window), writes each message once whatever its redeliveries, and writes
-// nothing into the live pipeline's rows.
+// collected (its ruling stays, from m2's rival), k4 for both its messages
+// more than a window apart, and never saw k3. The run writes m1 and m2 and
+// finds their rivals duplicates whatever the order it receives them in,
+// writes both messages of k4, decides k3 for the first it receives, writes
+// each message once whatever its redeliveries, and writes nothing into the
+// live pipeline's rows.
 func TestARerunWritesWhatTheLivePipelineWrote(t *testing.T) {
 	ctx := context.Background()
 	client := bttestClient(t)
@@ -149,6 +153,14 @@ func TestARerunWritesWhatTheLivePipelineWrote(t *testing.T) {
 	claim("k1", "m1-rival", true)
 	claim("k2", "m2", false)
 	claim("k2", "m2-rival", true)
+	// k4: a claim by m4 older than the window, then one by m4-later.
+	c4 := newCatalog("orders").row(idOf("k4"), hashOf("k4"))
+	old := bigtable.NewMutation()
+	old.Set(state.FamilyDedupe, claimPrefix+"m4", bigtable.Time(time.Now().Add(-2*DefaultWindow)).TruncateToMilliseconds(), nil)
+	if err := tbl.Apply(ctx, c4, old); err != nil {
+		t.Fatal(err)
+	}
+	claim("k4", "m4-later", false)
 	// The catalog collected k2's claim (family k's max age): only the
 	// ruling tells.
 	c := newCatalog("orders")
@@ -167,7 +179,8 @@ func TestARerunWritesWhatTheLivePipelineWrote(t *testing.T) {
 	}{
 		{"k1", "m1-rival", true}, {"k1", "m1", false}, {"k1", "m1", true},
 		{"k2", "m2-rival", true}, {"k2", "m2", false},
-		{"k3", "m3", false}, {"k3", "m3-rival", false}, {"k3", "m3-rival", true},
+		{"k3", "m3", false}, {"k3", "m3-rival", true}, {"k3", "m3", false}, // its redelivery resumes, as live
+		{"k4", "m4-later", false}, {"k4", "m4", false}, {"k4", "m4", true}, {"k4", "m4-rival", true},
 	} {
 		c, dup, err := run.Claim(ctx, tc.key, tc.msg)
 		if err != nil || dup != tc.dup {
