@@ -174,6 +174,12 @@
 //	k:j = 8-byte hashes @ the batch's latest time
 //	dedupe#PIPELINE#~journal                 the journal's marker
 //	k:since = 8-byte Unix ms @ write time    one version per refresh; the largest counts
+//	dedupe#PIPELINE#~r#HH#KEY                a ruling (family r, kept 31 days): a rival
+//	r:w/MESSAGE_ID = "" @ ruling time (ms)   of the key was a duplicate of this winner
+//
+// A ruling outlives the claim so that a reprocess run (Rerun) writes the
+// message the live pipeline wrote for each key, however old the range
+// (rulings.go).
 //
 // HH is the top byte of the key's hash in hex: 256 buckets. Keys are often
 // sequential (Pub/Sub message IDs increase; order IDs usually do), so rows
