@@ -109,7 +109,8 @@ const (
 )
 
 // formatPipeYAML is a format pipeline's entry in config.yaml; with
-// reprocess, the mapping of the reprocess (its n column changed).
+// reprocess, the reprocess's (the reprocessed pipeline's n column
+// changed).
 func formatPipeYAML(p PipeSpec, dir string, reprocess bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `  - name: %s
@@ -130,7 +131,7 @@ func formatPipeYAML(p PipeSpec, dir string, reprocess bool) string {
 	switch p.Format {
 	case fmtAvroBinary, fmtAvroJSON:
 		n := avroNColumn
-		if reprocess {
+		if reprocess && p.Name == reprocessed {
 			n = reprocessNColumn
 		}
 		fmt.Fprintf(&b, `    payload: {format: avro, schema: topic}
