@@ -407,8 +407,11 @@ func (c *campaign) createAvroTopics(ctx context.Context) error {
 const fmtGap = 3 * time.Second
 
 // publishFormats publishes the format workloads over the workload's
-// duration: phase 0 over its first 30%, phase 1 (the reprocess's range)
-// to 55%, phase 2 the rest, a quiet fmtGap between phases. The second Avro
+// duration: phase 0 over its first 15%, phase 1 (the reprocess's range)
+// to 35%, phase 2 the rest, a quiet fmtGap between phases. The range comes
+// early so that the reprocess, which ends only after its lock lapsed (a
+// SIGKILL) and --idle passed, runs under most of the fault schedule and
+// ends about when the workload does. The second Avro
 // revision is committed halfway through phase 1, once every message before
 // is published; every Avro message after is written with it.
 func (c *campaign) publishFormats(ctx context.Context, t0 time.Time) error {
@@ -482,7 +485,7 @@ func (c *campaign) publishFormats(ctx context.Context, t0 time.Time) error {
 			}
 		}
 	}
-	bounds := [4]float64{0, 0.30, 0.55, 1}
+	bounds := [4]float64{0, 0.15, 0.35, 1}
 	d := c.opts.Duration
 	for ph, steps := range phases {
 		start := t0.Add(time.Duration(bounds[ph] * float64(d)))
