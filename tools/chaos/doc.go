@@ -490,8 +490,8 @@
 // It runs through the same proxies, so every proxy fault of the schedule
 // reaches it; a kill or term of the schedule that comes while it runs hits
 // it too (the fault log says "the reprocess too"); and it has two
-// interruptions of its own, a SIGTERM 3-7 s after its first start, while it
-// holds the lock, then a SIGKILL 3-7 s after its second. Each time it is
+// interruptions of its own, a SIGTERM 3-7 s after its first start, then a
+// SIGKILL 3-7 s after its second (the third waits for the lock to lapse). Each time it is
 // started again with the same arguments (log reprocess-NN.log) until it
 // exits 0. avro_bin's workload has no rivals: a reprocess decides each key
 // of its range anew and may pick another rival than live (docs/reference.md,
@@ -526,12 +526,11 @@
 // with each revision and with both configurations, with pubsink's mapper,
 // to pin what the checks expect of the rows.
 //
-// A SIGTERM of a reprocess that is waiting for a killed one's lock to
-// lapse exits 1 (`context canceled`), not 3 as docs/reference.md
-// ("Reprocess", "Resumable") says of a stopped one (seed 20261203 -short
-// -mix -replicas 3, when its own SIGKILL came before its own SIGTERM):
-// the SIGTERM comes first now, and a term of the schedule that lands in
-// that wait fails the run.
+// A SIGTERM of a reprocess that was waiting for a killed one's lock to
+// lapse exited 1 (`context canceled`), not 3 as docs/reference.md
+// ("Reprocess", "Resumable"; "Exit codes") says of a stopped one (seed
+// 20261203 -short -mix -replicas 3, when its own SIGKILL came before its
+// own SIGTERM); it exits 3 now (e2e TestReprocessRewritesARangeBesideTheLiveReplicas).
 //
 // # Clock skew
 //

@@ -39,9 +39,7 @@ type reprocessor struct {
 	done    bool // a process ended with exit 0
 	running bool
 	// own are its own interruptions: a SIGTERM, then a SIGKILL, each a
-	// seeded 3-7 s after a start. The SIGTERM comes first, while its
-	// process holds the lock: a SIGTERM while a process waits for a
-	// killed one's lock to lapse exits 1 (context canceled), not 3.
+	// seeded 3-7 s after a start.
 	own []ownHit
 }
 
