@@ -211,6 +211,17 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		log.Info("the reprocess lock is held; waiting to see whether its holder renews it", zap.String("holder", h.ID), zap.Time("until", h.Until))
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM, SIGINT) while waiting for a killed run's
+			// lock to lapse: stopped before done like any other stop, so
+			// that a Job runs it again (exit 3), not failed.
+			name := plan.Name
+			if rec != nil {
+				name = rec.Name
+			}
+			fmt.Fprintf(out, "reprocess %s: stopped after 0 messages; run the same command again to resume\n", name)
+			return ErrReprocessStopped
+		}
 		return fmt.Errorf("reprocess of %q: %w", pc.Name, err)
 	}
 	finished := false

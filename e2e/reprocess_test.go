@@ -360,6 +360,17 @@ func TestReprocessRewritesARangeBesideTheLiveReplicas(t *testing.T) {
 		t.Fatal("the killed run's subscription is gone: nothing to resume")
 	}
 
+	// Stopped while it waits for the dead run's lock to lapse: stopped
+	// before done (exit 3), as any stop, not failed.
+	waiting := e.startReprocess(rpath, args...)
+	pollUntil(t, "a restarted run waiting for the lock", time.Minute, func() bool {
+		return strings.Contains(waiting.log.String(), "the reprocess lock is held; waiting")
+	})
+	waiting.cmd.Process.Signal(syscall.SIGTERM)
+	if code := waiting.wait(t, 30*time.Second); code != 3 || !strings.Contains(waiting.out.String(), "stopped after 0 messages; run the same command again to resume") {
+		t.Errorf("SIGTERM while waiting for the lock: exit %d, stdout %q, log %q; want exit 3 and stopped after 0 messages", code, waiting.out.String(), tail(waiting.log.String(), 5))
+	}
+
 	// Started again: it waits for the dead run's lock to lapse and
 	// resumes; a second reprocess meanwhile is refused.
 	again := e.startReprocess(rpath, args...)

@@ -19,6 +19,7 @@ import (
 
 	"cloud.google.com/go/bigtable"
 	"cloud.google.com/go/pubsub/v2"
+	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -93,10 +94,28 @@ type Options struct {
 	// Changes runs the change pipeline (changePipe) in every process too,
 	// with its workload of Messages/5 changes (changes.go); -mix sets it.
 	Changes bool
+	// Formats runs the format pipelines (formatPipes) in every process
+	// too, each with a workload of Messages/20 keys, and the reprocess of
+	// one of them (formats.go, reprocess.go); -mix sets it.
+	Formats bool
+	// ReprocessRivals gives the reprocessed pipeline's workload rivals too
+	// (a diagnostic: a reprocess may pick another rival than live).
+	ReprocessRivals bool
 }
 
 // changeConfig sizes the change workload of a campaign with opts.
 func (o Options) changeConfig() ChangeConfig { return ChangeConfig{Changes: o.Messages / 5} }
+
+// fmtPlans are the format workloads of a campaign with opts.
+func (o Options) fmtPlans(dir string) []*FmtPlan {
+	var pipes []PipeSpec
+	for _, p := range o.pipes(dir) {
+		if p.Format != "" {
+			pipes = append(pipes, p)
+		}
+	}
+	return NewFmtPlans(o.Seed, pipes, o.Messages/20, o.ReprocessRivals)
+}
 
 // pipes are the pipelines a campaign with opts runs; dir is the run
 // directory (where a dead-letter file goes).
@@ -107,6 +126,9 @@ func (o Options) pipes(dir string) []PipeSpec {
 	}
 	if o.Changes {
 		out = append(out, changePipe(dir))
+	}
+	if o.Formats {
+		out = append(out, formatPipes(dir)...)
 	}
 	return out
 }
@@ -183,6 +205,13 @@ type campaign struct {
 	chg      *ChangePlan
 	chgSteps []published
 	chgBase  time.Time
+
+	// The format workloads and the reprocess (with Options.Formats; nil
+	// without).
+	fmt             *fmtRun
+	schemas         *vkit.SchemaClient // the emulator's, for the Avro schema
+	rp              *reprocessor
+	reprocessConfig string // the reprocess's config: config.yaml with its mapping
 }
 
 // replica is one slot of -replicas: the HTTP address and the environment
@@ -233,6 +262,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	for _, p := range opts.pipes(opts.Dir) {
 		c.pipes = append(c.pipes, &pipeState{spec: p})
 	}
+	if opts.Formats {
+		c.fmt = &fmtRun{plans: opts.fmtPlans(opts.Dir), rangeDone: make(chan struct{})}
+		for _, p := range c.fmt.plans {
+			c.fmt.steps = append(c.fmt.steps, make([]published, len(p.Steps)))
+			c.fmt.writers = append(c.fmt.writers, make([]int, len(p.Steps)))
+		}
+		c.rp = newReprocessor(opts.Seed)
+	}
 	c.offsets = replicaOffsets(max(opts.Replicas, 1), opts.Skew)
 	results, err := c.run(ctx)
 	c.mu.Lock()
@@ -240,6 +277,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &Report{Results: results, Faults: c.faultLog, Workload: c.plan.Summary()}
 	if c.chg != nil {
 		r.Workload += "\nchanges: " + c.chg.Summary()
+	}
+	if c.fmt != nil {
+		for _, p := range c.fmt.plans {
+			r.Workload += "\nformats: " + p.Summary()
+		}
 	}
 	for _, g := range c.gens {
 		line := fmt.Sprintf("%s: started +%.1fs", g.child.name(), g.startedAt.Seconds())
@@ -289,6 +331,16 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 		c.mu.Unlock()
 		g.Go(func() error { return c.publishChanges(ctx, t0) })
 	}
+	var reprocessing sync.WaitGroup
+	rpCtx, stopReprocess := context.WithCancel(ctx)
+	defer func() { stopReprocess(); reprocessing.Wait() }()
+	if c.fmt != nil {
+		c.mu.Lock()
+		c.fmt.base = chgBaseOf(t0)
+		c.mu.Unlock()
+		g.Go(func() error { return c.publishFormats(ctx, t0) })
+		reprocessing.Go(func() { c.superviseReprocess(rpCtx) })
+	}
 	g.Go(func() error { c.runFaults(ctx, t0); return nil })
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -298,23 +350,34 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	}
 
 	final, finalOK := c.settle(ctx)
+	stopReprocess() // it ended, or settling gave up on it: kill it
+	reprocessing.Wait()
 	c.finalStop()
 	left := c.leftovers(ctx)
 	c.drainDeadLetters(ctx)
 	stopObservers()
 	observers.Wait()
 	rows := make([]map[string]map[string][]cell, len(c.pipes))
+	fmtTables := make([]map[string]map[string]map[string][]cell, len(c.pipes))
 	var chgTables map[string]map[string]chgRow
 	for i, p := range c.pipes {
 		var err error
-		if p.spec.Changes {
+		switch {
+		case p.spec.Changes:
 			chgTables, err = c.readChangeTables(ctx)
-		} else {
+		case p.spec.Format != "":
+			fmtTables[i], err = c.readFormatTables(ctx, p.spec)
+		default:
 			rows[i], err = c.readRows(ctx, p.spec.Table)
 		}
 		if err != nil {
 			return nil, err
 		}
+	}
+
+	var rpLeft [2]bool
+	if c.fmt != nil {
+		rpLeft = c.reprocessLeftovers(ctx)
 	}
 
 	c.mu.Lock()
@@ -325,7 +388,12 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 	}
 	var obs []*Observed
 	var chg []*ChangeObserved
+	var fmts []*FmtObserved
 	for i, p := range c.pipes {
+		if p.spec.Format != "" {
+			fmts = append(fmts, c.fmtObserved(i, fmtTables[i], left[i][0], final[i], finalOK, rpLeft))
+			continue
+		}
 		if p.spec.Changes {
 			chg = append(chg, &ChangeObserved{
 				Begin: c.begin, Pipe: p.spec, Plan: c.chg, Base: c.chgBase, Steps: c.chgSteps, Tables: chgTables, Copies: p.copies,
@@ -341,7 +409,11 @@ func (c *campaign) run(ctx context.Context) ([]Result, error) {
 			GatedLeft: c.gatedLeft, Orphaned: c.orphaned, Disruptions: c.disrupted, Resets: c.resets, Kills: c.kills, Stops: c.stops, TolerateLateAfterFault: c.opts.TolerateLateAfterFault,
 		})
 	}
-	return CheckAll(obs, chg...), nil
+	out := CheckAll(obs, chg...)
+	for _, o := range fmts {
+		out = append(out, CheckFormats(o)...)
+	}
+	return out, nil
 }
 
 // gensOf returns the records of pipeline i in every process: the process's
@@ -401,8 +473,26 @@ func (c *campaign) startInfrastructure(ctx context.Context) error {
 	for i, p := range c.pipes {
 		specs[i] = p.spec
 	}
-	if err := os.WriteFile(c.config, []byte(configYAML(c.replicas[0].addr, specs)), 0o644); err != nil {
+	if err := os.WriteFile(c.config, []byte(configYAMLOf(c.replicas[0].addr, specs, c.opts.Dir, false)), 0o644); err != nil {
 		return err
+	}
+	if c.pubsub, err = c.ps.Client(ctx, project); err != nil {
+		return err
+	}
+	if c.fmt != nil {
+		// The Avro topics (with their schema) exist before setup, which
+		// makes their subscriptions; the .proto file before the config is
+		// loaded.
+		c.reprocessConfig = filepath.Join(c.opts.Dir, "config-reprocess.yaml")
+		if err := os.WriteFile(c.reprocessConfig, []byte(configYAMLOf(c.replicas[0].addr, specs, c.opts.Dir, true)), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.opts.Dir, protoFile), []byte(protoSchema), 0o644); err != nil {
+			return err
+		}
+		if err := c.createAvroTopics(ctx); err != nil {
+			return err
+		}
 	}
 	if c.cfg, err = config.Load(c.config); err != nil {
 		return fmt.Errorf("the campaign's own config.yaml: %w", err)
@@ -418,9 +508,6 @@ func (c *campaign) startInfrastructure(ctx context.Context) error {
 	}
 	c.logf("proxies: pubsub %s, bigtable %s; setup done; http %s", c.psProxy.Addr(), c.btProxy.Addr(), strings.Join(addrs, ", "))
 
-	if c.pubsub, err = c.ps.Client(ctx, project); err != nil {
-		return err
-	}
 	if c.bigtable, _, err = c.bt.Clients(ctx, project, instance); err != nil {
 		return err
 	}
@@ -433,6 +520,9 @@ func (c *campaign) stopInfrastructure() {
 	}
 	if c.bigtable != nil {
 		c.bigtable.Close()
+	}
+	if c.schemas != nil {
+		c.schemas.Close()
 	}
 	for _, p := range []*faultproxy.Proxy{c.psProxy, c.btProxy} {
 		if p != nil {
@@ -678,6 +768,9 @@ func (c *campaign) runFaults(ctx context.Context, t0 time.Time) {
 		switch f.Kind {
 		case FaultKill, FaultTerm:
 			sig := map[FaultKind]syscall.Signal{FaultKill: syscall.SIGKILL, FaultTerm: syscall.SIGTERM}[f.Kind]
+			if c.hitReprocess(sig) {
+				e.note = "the reprocess too; "
+			}
 			r := c.target(f)
 			c.life.Lock()
 			c.stopReplica(r, sig, map[FaultKind]string{FaultKill: "SIGKILL", FaultTerm: "SIGTERM"}[f.Kind])
@@ -688,7 +781,7 @@ func (c *campaign) runFaults(ctx context.Context, t0 time.Time) {
 			if err != nil {
 				c.recordNotReady(err)
 			}
-			e.note = fmt.Sprintf("down %v", (c.since() - stopped).Round(time.Millisecond))
+			e.note += fmt.Sprintf("down %v", (c.since() - stopped).Round(time.Millisecond))
 		case FaultBigtableStall:
 			c.btProxy.Stall()
 			sleep(ctx, f.Dur)
@@ -1339,6 +1432,9 @@ func (c *campaign) missingOutcomes(ctx context.Context) (int, error) {
 func (c *campaign) missingOf(ctx context.Context, p *pipeState) (int, error) {
 	if p.spec.Changes {
 		return c.missingChanges(ctx, p)
+	}
+	if p.spec.Format != "" {
+		return c.missingFormats(ctx, p)
 	}
 	versions := map[string]int{} // row key → versions of data
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)

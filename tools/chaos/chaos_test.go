@@ -258,6 +258,23 @@ func failing(rs []Result) []string {
 	return out
 }
 
+// failsExactly fails t unless the failing invariants f are those that
+// contain one of want, and each of want is in one: a spoil case breaks
+// what it means to and nothing else.
+func failsExactly(t *testing.T, f, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.ContainsFunc(f, func(inv string) bool { return strings.Contains(inv, w) }) {
+			t.Errorf("%q holds; want it to fail (failing: %q)", w, f)
+		}
+	}
+	for _, inv := range f {
+		if !slices.ContainsFunc(want, func(w string) bool { return strings.Contains(inv, w) }) {
+			t.Errorf("%q fails too; want only %q", inv, want)
+		}
+	}
+}
+
 func TestCheckPassesACorrectRun(t *testing.T) {
 	o := perfect(t, 11)
 	rs := Check(o)
@@ -564,16 +581,7 @@ func TestCheckCatchesEachViolation(t *testing.T) {
 			o := perfect(t, 11)
 			c.spoil(t, o)
 			f := failing(Check(o))
-			for _, w := range c.want {
-				if !slices.ContainsFunc(f, func(inv string) bool { return strings.Contains(inv, w) }) {
-					t.Errorf("%q holds; want it to fail (failing: %q)", w, f)
-				}
-			}
-			for _, inv := range f {
-				if !slices.ContainsFunc(c.want, func(w string) bool { return strings.Contains(inv, w) }) {
-					t.Errorf("%q fails too; want only %q", inv, c.want)
-				}
-			}
+			failsExactly(t, f, c.want)
 		})
 	}
 }
@@ -738,16 +746,7 @@ func TestCheckCatchesEachMixViolation(t *testing.T) {
 			obs := perfectMix(t)
 			c.spoil(t, obs)
 			f := failing(CheckAll(obs))
-			for _, w := range c.want {
-				if !slices.ContainsFunc(f, func(inv string) bool { return strings.Contains(inv, w) }) {
-					t.Errorf("%q holds; want it to fail (failing: %q)", w, f)
-				}
-			}
-			for _, inv := range f {
-				if !slices.ContainsFunc(c.want, func(w string) bool { return strings.Contains(inv, w) }) {
-					t.Errorf("%q fails too; want only %q", inv, c.want)
-				}
-			}
+			failsExactly(t, f, c.want)
 		})
 	}
 }

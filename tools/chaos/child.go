@@ -47,12 +47,18 @@ func logName(replica, nth, gen int) string {
 // startChild starts the binary with env added to this process's
 // environment, stdout and stderr going to logPath.
 func startChild(binary, config, logPath string, gen, replica int, env []string) (*child, error) {
+	return startCommand(binary, []string{"run", "--config", config}, logPath, gen, replica, env)
+}
+
+// startCommand starts the binary with args (a pubsink command: run, or a
+// reprocess), as startChild says.
+func startCommand(binary string, args []string, logPath string, gen, replica int, env []string) (*child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(binary, "run", "--config", config)
+	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()

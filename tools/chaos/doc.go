@@ -9,7 +9,7 @@
 //	go run ./tools/chaos -seed 4242                       # a release campaign: 50,000 messages, 24 faults
 //	go run ./tools/chaos -seed S -n N -duration D         # any size
 //	go run ./tools/chaos -short -replicas 3 -seed S       # three pubsink processes on one pipeline
-//	go run ./tools/chaos -short -mix -replicas 3 -seed S  # two pipelines in each of three processes, clocks skewed, and the change stream
+//	go run ./tools/chaos -short -mix -replicas 3 -seed S  # two pipelines in each of three processes, clocks skewed, the change stream, the format pipelines and a reprocess
 //
 // It owns nothing of pubsink; it drives the binary as a child process, as
 // an operator would. The emulators are internal/testenv/emulator, the proxies
@@ -29,10 +29,19 @@
 //	-mix          run two pipelines in every process instead of the default one: exactly_once with a
 //	              dead-letter table and late_data: accept, at_least_once with a dead-letter file and
 //	              late_data: drop (see "Mixed campaign"); with the replicas' clocks skewed, and the
-//	              change pipeline beside them (-changes)
+//	              change pipeline (-changes) and the format pipelines and the reprocess (-formats)
+//	              beside them
 //	-changes      also run the change pipeline in every process, with a workload of its own of about
 //	              n/5 changes on its own topic, held to the model of its changes applied in event-time
 //	              order (see "Change stream"); on with -mix
+//	-formats      also run the format pipelines in every process (Avro topic schema, BINARY and JSON,
+//	              with a second revision committed mid-campaign; a .proto file with each and a second
+//	              table under when), each with a workload of its own of n/20 keys, and a reprocess of
+//	              the Avro BINARY one's middle range with a changed mapping beside the replicas (see
+//	              "Payload formats and reprocess"); on with -mix
+//	-reprocess-rivals
+//	              a diagnostic: give the reprocessed pipeline's workload rivals too (two payloads of
+//	              one key: a reprocess may pick another than the live pipeline did)
 //	-skew D       largest clock offset of a replica, spread evenly from +D (the first) to -D (the
 //	              last); one process gets +D (default 2s with -mix, else 0; at most 1m; see "Clock skew")
 //	-dir DIR      run directory (default: a new temporary one, removed when every invariant holds)
@@ -442,6 +451,87 @@
 // every key of both tables equals the model and every poison message has
 // its copy.
 //
+// # Payload formats and reprocess
+//
+// -formats (and -mix) adds three exactly_once pipelines to every process,
+// each on a topic of its own with a workload of its own (n/20 keys from a
+// PCG stream of its own: the other workloads and the fault schedule of a
+// seed are the same with or without them), without a tracking
+// subscription (no watermark: nothing is late), each with a dead-letter
+// file that must stay empty, rows keyed by the id attribute and stamped
+// with the event time (attribute ts, an hour before the run):
+//
+//	avro_bin    payload.schema: topic; topic chaos-avro-bin, Avro schema chaos-reading, BINARY;
+//	            one table chaos_avb_rows: n {data.n}, tag, note (has(data.note) ? data.note : '-')
+//	avro_json   the same on chaos-avro-json, the same schema, JSON
+//	proto_each  payload.schema: chaos_order.proto (chaos.Order; setup gives the topic the file's
+//	            schema); each over data.items: a row per item in chaos_pb_items (ID#SKU: qty,
+//	            total, region), and a row in chaos_pb_big under when data.total >= 500
+//
+// Both Avro topics share one schema, so that the one revision reaches
+// both: two pipelines rather than one topic switched from BINARY to JSON,
+// so that each encoding meets the revision and every fault of the
+// schedule. The workload publishes in three phases (15%, 20%, 65% of the
+// duration) with a quiet 3 s between them; halfway through the second, once
+// every message before is published, the campaign commits the schema's
+// second revision (note: a union with null, default null), and every Avro
+// message after is written with it, with a note. A key's messages are all
+// in one phase: a tenth get a publisher duplicate (the same bytes, a new
+// message ID, written with the original's revision) and 8% a rival (another
+// payload, 1 ms to 3 s later in event time), but for avro_bin's (below).
+// A proto payload has 0 to 4 items.
+//
+// The reprocess. Once the second phase is out, `pubsink reprocess
+// --pipeline avro_bin --from F --until U` starts beside the replicas, F
+// and U in the middle of the quiet gaps before and after the second phase,
+// with config-reprocess.yaml: config.yaml but for avro_bin's n column,
+// {= data.n * 10 + 7}. The topic retains messages from its creation (the
+// emulator replays nothing published before a topic's retention was set).
+// It runs through the same proxies, so every proxy fault of the schedule
+// reaches it; a kill or term of the schedule that comes while it runs hits
+// it too (the fault log says "the reprocess too"); and it has two
+// interruptions of its own, a SIGTERM 3-7 s after its first start, then a
+// SIGKILL 3-7 s after its second (the third waits for the lock to lapse). Each time it is
+// started again with the same arguments (log reprocess-NN.log) until it
+// exits 0. avro_bin's workload has no rivals: a reprocess decides each key
+// of its range anew and may pick another rival than live (docs/reference.md,
+// "Reprocess", "Rivals"), which with another event time leaves both
+// versions; -reprocess-rivals gives it rivals anyway. Settling waits for
+// the reprocess to exit 0 and for every key of every format table to be
+// as the invariants below say.
+//
+//	invariant                                                      class
+//	each pipeline:
+//	publishes that failed: none                                    exact
+//	every key: its rows in every table are exactly those of one of
+//	  its published payloads (the same one in every table: a row per
+//	  item, the when row only where total >= 500; an Avro payload
+//	  decoded with the revision it was written with, its note with
+//	  revision 2), each cell one version at the event time          exact
+//	no row of a key the workload does not have                     exact
+//	no copy in the dead-letter file                                exact
+//	nothing left on the main subscription                          exact
+//	each final process: received - retried = committed + duplicate
+//	  + dead-lettered + dropped; none in flight                    exact
+//	avro_bin and the reprocess:
+//	keys of the range: as above with the reprocess's mapping       exact
+//	keys outside it: as above with the live mapping                exact
+//	messages of the range published within it, no other (within
+//	  3 s / 4 of an end)                                           exact
+//	its last process exited 0; each SIGTERM exited 3 (or 0)        exact
+//	none exited on its own but 0                                   exact
+//	its subscription and its record (reprocess#avro_bin) gone      exact
+//
+// TestTheFormatMappingsMakeWhatRowsModels maps every payload of a plan,
+// with each revision and with both configurations, with pubsink's mapper,
+// to pin what the checks expect of the rows.
+//
+// A SIGTERM of a reprocess that was waiting for a killed one's lock to
+// lapse exited 1 (`context canceled`), not 3 as docs/reference.md
+// ("Reprocess", "Resumable"; "Exit codes") says of a stopped one (seed
+// 20261203 -short -mix -replicas 3, when its own SIGKILL came before its
+// own SIGTERM); it exits 3 now (e2e TestReprocessRewritesARangeBesideTheLiveReplicas).
+//
 // # Clock skew
 //
 // Go reads the wall clock through the vDSO, which libfaketime cannot
@@ -477,9 +567,10 @@
 // between the +2s, 0 and -2s replicas).
 //
 // CI runs -short with seed 1796098390, -short -replicas 3 with the same
-// seed, and -short -mix -replicas 3 with the same seed, the change stream
-// included (about 2.5 minutes each; the change stream adds a few seconds
-// to the mixed campaign). Before a release, also run
+// seed, and -short -mix -replicas 3 with the same seed, the change stream,
+// the format pipelines and the reprocess included (about 2.5 minutes each,
+// the mixed one about 3: the change stream adds a few seconds, the
+// reprocess, which ends 30 s after its range's last message, about 30 s). Before a release, also run
 //
 //	go run ./tools/chaos -seed 20261202 -n 20000 -duration 3m -replicas 3 -mix
 //

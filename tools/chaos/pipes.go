@@ -41,6 +41,12 @@ type PipeSpec struct {
 	// subscription; CheckChanges holds it to the model.
 	Changes bool
 	Topic   string
+	// Format marks a format pipeline (formatPipes): fmtAvroBinary,
+	// fmtAvroJSON or fmtProto. It reads Topic, the format workload's own,
+	// and writes Tables (Table the first); CheckFormats holds it to its
+	// payloads.
+	Format string
+	Tables []string
 }
 
 // ExactlyOnce reports whether the pipeline dedupes.
@@ -54,6 +60,9 @@ func (p PipeSpec) String() string {
 		out = p.DLTable
 	case deadletter.KindFile:
 		out = filepath.Base(p.DLFile)
+	}
+	if p.Format != "" {
+		return fmt.Sprintf("%s (%s, %s on %s, tables %s; no watermark; dead-letter %s %s)", p.Name, p.Mode, p.Format, p.Topic, strings.Join(p.Tables, ", "), p.Output, out)
 	}
 	if p.Changes {
 		var ms []string
@@ -95,7 +104,12 @@ func mixPipes(dir string) []PipeSpec {
 // with id_attribute id, timestamp_attribute ts (auto: milliseconds or RFC
 // 3339), a tracking subscription, the default 10s estimation band, rows
 // keyed by the id attribute with columns data ({data}) and n ({data.n}).
-func configYAML(addr string, pipes []PipeSpec) string {
+func configYAML(addr string, pipes []PipeSpec) string { return configYAMLOf(addr, pipes, "", false) }
+
+// configYAMLOf is configYAML with dir, the run directory (where a format
+// pipeline's .proto file is), and, with reprocess, the reprocess's
+// mapping of the reprocessed pipeline (formatPipeYAML).
+func configYAMLOf(addr string, pipes []PipeSpec, dir string, reprocess bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by tools/chaos.
 project: %s
@@ -108,6 +122,10 @@ pipelines:
 	for _, p := range pipes {
 		if p.Changes {
 			b.WriteString(changePipeYAML(p))
+			continue
+		}
+		if p.Format != "" {
+			b.WriteString(formatPipeYAML(p, dir, reprocess))
 			continue
 		}
 		fmt.Fprintf(&b, `  - name: %s
