@@ -98,8 +98,9 @@ type Options struct {
 	// too, each with a workload of Messages/20 keys, and the reprocess of
 	// one of them (formats.go, reprocess.go); -mix sets it.
 	Formats bool
-	// ReprocessRivals gives the reprocessed pipeline's workload rivals too
-	// (a diagnostic: a reprocess may pick another rival than live).
+	// ReprocessRivals gives the reprocessed pipeline's workload rivals
+	// too: the reprocess must keep the live pipeline's winner of each key
+	// (dedupe.Rerun). The command line sets it unless -reprocess-rivals=false.
 	ReprocessRivals bool
 }
 

@@ -39,9 +39,9 @@
 //	              table under when), each with a workload of its own of n/20 keys, and a reprocess of
 //	              the Avro BINARY one's middle range with a changed mapping beside the replicas (see
 //	              "Payload formats and reprocess"); on with -mix
-//	-reprocess-rivals
-//	              a diagnostic: give the reprocessed pipeline's workload rivals too (two payloads of
-//	              one key: a reprocess may pick another than the live pipeline did)
+//	-reprocess-rivals=false
+//	              leave the rivals (two payloads of one key) out of the reprocessed pipeline's
+//	              workload; by default it has them, and the reprocess must keep each live winner
 //	-skew D       largest clock offset of a replica, spread evenly from +D (the first) to -D (the
 //	              last); one process gets +D (default 2s with -mix, else 0; at most 1m; see "Clock skew")
 //	-dir DIR      run directory (default: a new temporary one, removed when every invariant holds)
@@ -493,10 +493,11 @@
 // interruptions of its own, a SIGTERM 3-7 s after its first start, then a
 // SIGKILL 3-7 s after its second (the third waits for the lock to lapse). Each time it is
 // started again with the same arguments (log reprocess-NN.log) until it
-// exits 0. avro_bin's workload has no rivals: a reprocess decides each key
-// of its range anew and may pick another rival than live (docs/reference.md,
-// "Reprocess", "Rivals"), which with another event time leaves both
-// versions; -reprocess-rivals gives it rivals anyway. Settling waits for
+// exits 0. avro_bin's workload has rivals as the others': the reprocess
+// keeps the live pipeline's winner of each key (docs/reference.md,
+// "Reprocess", "The live pipeline's winner of every key"), so a key of its
+// range holds the new mapping of the payload that won live, one version
+// per cell; -reprocess-rivals=false leaves its rivals out. Settling waits for
 // the reprocess to exit 0 and for every key of every format table to be
 // as the invariants below say.
 //

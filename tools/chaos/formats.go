@@ -218,8 +218,8 @@ var fmtWords = []string{"alpha", "δέλτα", "数据", "🚀", `quo"te`, `back
 
 // NewFmtPlans makes the workloads of the format pipes: keys keys each,
 // from a PCG stream of their own. The reprocessed pipeline's workload has
-// rivals only with rivals: a reprocess may pick another rival than the live
-// pipeline did (docs/reference.md, "Reprocess", "Rivals").
+// rivals only with rivals (the campaign's default, -reprocess-rivals): the
+// reprocess must then keep the live pipeline's winner of each key.
 func NewFmtPlans(seed uint64, pipes []PipeSpec, keys int, rivals bool) []*FmtPlan {
 	r := rand.New(rand.NewPCG(seed, 0x666f726d617473)) // "formats"
 	var out []*FmtPlan

@@ -46,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	mix := fs.Bool("mix", false, "run two pipelines in every process (exactly_once with a dead-letter table and late_data: accept; at_least_once with a dead-letter file and late_data: drop) instead of the default one, with the replicas' clocks skewed, and the change pipeline beside them")
 	changes := fs.Bool("changes", false, "also run the change pipeline (two change mappings, upsert and replace_if_newer) with its own workload of changes (n/5), held to the model of its changes applied in event-time order (on with -mix)")
 	formats := fs.Bool("formats", false, "also run the format pipelines (Avro topic schema BINARY and JSON with a revision committed mid-campaign; a .proto file with each and a second table under when), each with its own workload of n/20 keys, and a reprocess of the Avro BINARY one's middle range with a changed mapping beside them (on with -mix)")
-	reprocessRivals := fs.Bool("reprocess-rivals", false, "a diagnostic: give the reprocessed pipeline's workload rivals too (a reprocess may pick another rival than the live pipeline)")
+	reprocessRivals := fs.Bool("reprocess-rivals", true, "give the reprocessed pipeline's workload rivals too (the reprocess must keep the live pipeline's winner of each key); false leaves them out")
 	skew := fs.Duration("skew", -1, "largest clock offset of a replica, spread from +D to -D over the replicas (default 2s with -mix, else 0)")
 	tolerate := fs.Bool("tolerate-late-after-fault", false, "a diagnostic: count on-time records dead-lettered as late after a restart or Pub/Sub reset in a row of their own instead of failing the run")
 	if err := fs.Parse(args); err != nil {
@@ -116,8 +116,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			rerun += " -formats"
 		}
 	}
-	if opts.ReprocessRivals {
-		rerun += " -reprocess-rivals"
+	if !opts.ReprocessRivals {
+		rerun += " -reprocess-rivals=false"
 	}
 	if *skew >= 0 {
 		rerun += fmt.Sprintf(" -skew %v", opts.Skew)
