@@ -230,9 +230,12 @@ func (e *env) readTable(table string) map[string]map[string][]cell {
 }
 
 // countRows counts the rows of table.
-func (e *env) countRows(table string) int {
+func (e *env) countRows(table string) int { return e.countRowsIn(table, bigtable.InfiniteRange("")) }
+
+// countRowsIn counts the rows of table in rows.
+func (e *env) countRowsIn(table string, rows bigtable.RowSet) int {
 	n := 0
-	err := e.bigtable.Open(table).ReadRows(context.Background(), bigtable.InfiniteRange(""), func(bigtable.Row) bool {
+	err := e.bigtable.Open(table).ReadRows(context.Background(), rows, func(bigtable.Row) bool {
 		n++
 		return true
 	}, bigtable.RowFilter(bigtable.StripValueFilter()))

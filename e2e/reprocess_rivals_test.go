@@ -9,53 +9,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/bigtable"
-	"cloud.google.com/go/pubsub/v2"
 )
 
-// rival is one message of a rival pair: key's version v ("a" or "b"), at
-// event time ts.
-type rival struct {
-	key, v string
-	n      int
-	ts     time.Time
-}
-
-func (r rival) message() *pubsub.Message {
-	return &pubsub.Message{
-		Data:       []byte(fmt.Sprintf(`{"n":%d,"v":%q}`, r.n, r.v)),
-		Attributes: map[string]string{"id": r.key, "ts": stamp(r.ts)},
-	}
-}
-
-// publishMessages publishes msgs and returns when all are confirmed.
-func (e *env) publishMessages(msgs []*pubsub.Message) {
-	e.t.Helper()
-	ctx := context.Background()
-	pub := e.pubsub.Publisher(e.topic)
-	defer pub.Stop()
-	results := make([]*pubsub.PublishResult, len(msgs))
-	for i, m := range msgs {
-		results[i] = pub.Publish(ctx, m)
-	}
-	for _, r := range results {
-		if _, err := r.Get(ctx); err != nil {
-			e.t.Fatalf("publish: %v", err)
-		}
-	}
-}
-
-// stateRows counts the rows of the state table under prefix.
-func (e *env) stateRows(prefix string) int {
-	e.t.Helper()
-	n := 0
-	err := e.bigtable.Open(e.stateTable).ReadRows(context.Background(), bigtable.PrefixRange(prefix), func(bigtable.Row) bool {
-		n++
-		return true
-	}, bigtable.RowFilter(bigtable.StripValueFilter()))
-	if err != nil {
-		e.t.Fatalf("read %s: %v", e.stateTable, err)
-	}
-	return n
+// rival is version v ("a" or "b") of key's payload, n its number, at
+// event time ts: one message of a rival pair.
+func rival(key, v string, n int, ts time.Time) dupMsg {
+	return dupMsg{id: key, data: fmt.Sprintf(`{"n":%d,"v":%q}`, n, v), ts: ts}
 }
 
 // TestReprocessKeepsTheLiveWinnerOfEveryKey: beside two live replicas, a
@@ -103,22 +62,22 @@ func TestReprocessKeepsTheLiveWinnerOfEveryKey(t *testing.T) {
 		}
 		return ts
 	}
-	var before, inRange []*pubsub.Message
+	var before, inRange []dupMsg
 	for i := range straddling {
 		key := fmt.Sprintf("s%04d", i)
-		before = append(before, rival{key, "a", i, at(i, false)}.message())
-		inRange = append(inRange, rival{key, "b", i, at(i, i%2 == 1)}.message())
+		before = append(before, rival(key, "a", i, at(i, false)))
+		inRange = append(inRange, rival(key, "b", i, at(i, i%2 == 1)))
 	}
 	for i := range pairs {
 		key := fmt.Sprintf("p%04d", i)
-		inRange = append(inRange, rival{key, "a", i, at(i, false)}.message(), rival{key, "b", i, at(i, i%2 == 1)}.message())
+		inRange = append(inRange, rival(key, "a", i, at(i, false)), rival(key, "b", i, at(i, i%2 == 1)))
 	}
-	e.publishMessages(before)
+	e.publishDup(before)
 	e.waitRows(e.table, straddling, time.Minute)
 	time.Sleep(time.Second)
 	from := time.Now().UTC()
 	time.Sleep(100 * time.Millisecond)
-	e.publishMessages(inRange)
+	e.publishDup(inRange)
 	// Every key has one rival: the live pipeline is done when each was
 	// a duplicate.
 	pollUntil(t, "a duplicate for every key", 2*time.Minute, func() bool { return duplicates() >= straddling+pairs })
@@ -145,7 +104,7 @@ func TestReprocessKeepsTheLiveWinnerOfEveryKey(t *testing.T) {
 	if err != nil || collected < (straddling+pairs)/3 {
 		t.Fatalf("deleted the claims of %d keys (err %v); want about half of %d", collected, err, straddling+pairs)
 	}
-	if n := e.stateRows("dedupe#e2e#~r#"); n != straddling+pairs {
+	if n := e.countRowsIn(e.stateTable, bigtable.PrefixRange("dedupe#e2e#~r#")); n != straddling+pairs {
 		t.Errorf("%d rulings, want one per key: %d", n, straddling+pairs)
 	}
 	rows := e.readTable(e.table)

@@ -96,7 +96,7 @@ type Options struct {
 	Changes bool
 	// Formats runs the format pipelines (formatPipes) in every process
 	// too, each with a workload of Messages/20 keys, and the reprocess of
-	// one of them (formats.go, reprocess.go); -mix sets it.
+	// one of them (formats.go, reprocess.go).
 	Formats bool
 	// ReprocessRivals gives the reprocessed pipeline's workload rivals
 	// too: the reprocess must keep the live pipeline's winner of each key

@@ -8,8 +8,8 @@
 //	go run ./tools/chaos -short                           # the CI campaign, about 2 minutes
 //	go run ./tools/chaos -seed 4242                       # a release campaign: 50,000 messages, 24 faults
 //	go run ./tools/chaos -seed S -n N -duration D         # any size
-//	go run ./tools/chaos -short -replicas 3 -seed S       # three pubsink processes on one pipeline
-//	go run ./tools/chaos -short -mix -replicas 3 -seed S  # two pipelines in each of three processes, clocks skewed, the change stream, the format pipelines and a reprocess
+//	go run ./tools/chaos -short -replicas 3 -formats -seed S  # three processes; the Avro and proto pipelines and a reprocess beside them
+//	go run ./tools/chaos -short -mix -replicas 3 -seed S  # two pipelines in each of three processes, clocks skewed, the change stream
 //
 // It owns nothing of pubsink; it drives the binary as a child process, as
 // an operator would. The emulators are internal/testenv/emulator, the proxies
@@ -29,8 +29,7 @@
 //	-mix          run two pipelines in every process instead of the default one: exactly_once with a
 //	              dead-letter table and late_data: accept, at_least_once with a dead-letter file and
 //	              late_data: drop (see "Mixed campaign"); with the replicas' clocks skewed, and the
-//	              change pipeline (-changes) and the format pipelines and the reprocess (-formats)
-//	              beside them
+//	              change pipeline (-changes) beside them
 //	-changes      also run the change pipeline in every process, with a workload of its own of about
 //	              n/5 changes on its own topic, held to the model of its changes applied in event-time
 //	              order (see "Change stream"); on with -mix
@@ -38,7 +37,7 @@
 //	              with a second revision committed mid-campaign; a .proto file with each and a second
 //	              table under when), each with a workload of its own of n/20 keys, and a reprocess of
 //	              the Avro BINARY one's middle range with a changed mapping beside the replicas (see
-//	              "Payload formats and reprocess"); on with -mix
+//	              "Payload formats and reprocess"); CI runs it with -replicas 3
 //	-reprocess-rivals=false
 //	              leave the rivals (two payloads of one key) out of the reprocessed pipeline's
 //	              workload; by default it has them, and the reprocess must keep each live winner
@@ -453,7 +452,10 @@
 //
 // # Payload formats and reprocess
 //
-// -formats (and -mix) adds three exactly_once pipelines to every process,
+// -formats adds three exactly_once pipelines to every process (CI: with
+// -replicas 3; with -mix too they were three more pipelines in each of
+// three processes beside six, and the emulators on two shared cores then
+// held the mixed campaign's watermark in 2 of 5 runs of seed 20261203),
 // each on a topic of its own with a workload of its own (n/20 keys from a
 // PCG stream of its own: the other workloads and the fault schedule of a
 // seed are the same with or without them), without a tracking
