@@ -370,3 +370,61 @@ func (s btStore) check(ctx context.Context) error {
 	_, err := s.table.ReadRow(ctx, rowPrefix+"check", bigtable.RowFilter(bigtable.FamilyFilter(state.FamilyDedupe)))
 	return err
 }
+
+// flushReads reads one batch of catalog rows into their lookups.
+func (d *Keys) flushReads(ctx context.Context, ls []lookup) []error {
+	since := bigtable.Time(d.now().Add(-d.cfg.Window)).TruncateToMilliseconds()
+	rows := make([]string, len(ls))
+	for i, l := range ls {
+		rows[i] = l.row
+	}
+	states, err := d.store.read(ctx, rows, since)
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		*l.out = states[i]
+	}
+	return errs
+}
+
+// flushWrites writes one batch of claims and records, and its journal row
+// (journal.go). A cell's write succeeds only if its journal row did too:
+// the journal must never miss a key whose claim or record is durable.
+func (d *Keys) flushWrites(ctx context.Context, cells []cell) []error {
+	out := make([]cell, 0, len(cells)+1)
+	for _, c := range cells {
+		if c.row != "" { // not a key for the journal row alone
+			out = append(out, c)
+		}
+	}
+	if !d.cfg.NoJournal {
+		out = append(out, d.jrn.entry(cells))
+	}
+	errs, err := d.store.put(ctx, out)
+	if err == nil && errs == nil {
+		return nil
+	}
+	res := make([]error, len(cells))
+	var jerr error
+	if err == nil && !d.cfg.NoJournal && errs[len(out)-1] != nil {
+		jerr = fmt.Errorf("journal: %w", errs[len(out)-1])
+	}
+	k := 0 // index in out of the next cell with a row
+	for i, c := range cells {
+		switch {
+		case err != nil:
+			res[i] = err
+		case c.row != "" && errs[k] != nil:
+			res[i] = errs[k]
+		default:
+			res[i] = jerr
+		}
+		if c.row != "" {
+			k++
+		}
+	}
+	return res
+}
