@@ -72,7 +72,7 @@ func avroCheck(n *avroNode, path []template.Segment, i int, root string, own int
 			for k, f := range n.fields {
 				names[k] = f.name
 			}
-			if s := closest(seg.Key, names); s != "" { // expr.go's
+			if s := closest(seg.Key, names); s != "" { // expr_errors.go's
 				e.msg += fmt.Sprintf("; did you mean %q?", s)
 				e.rank = 2
 			}
