@@ -14,8 +14,9 @@ import (
 )
 
 // A decoded payload is a tree of plain Go values, the same for every format
-// (the decoders of avro.go and proto.go make it; JSON makes it only for
-// expressions, templates read JSON text directly). Its nodes are:
+// (the decoders of avro_binary.go, avro_json.go and proto_decode.go make
+// it; JSON makes it only for expressions, templates read JSON text
+// directly). Its nodes are:
 //
 //	nil                 null (an Avro null in a list or map, google.protobuf.NullValue)
 //	bool

@@ -1,0 +1,337 @@
+package mapping
+
+// The texts of expression errors: a compile's issues with a did-you-mean
+// (issuesText), and a failed evaluation's error (evalError), its failing
+// call named from a trace (explainOverload) and scrubbed of payload values
+// (scrub).
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+
+	"github.com/pubsink/pubsink/template"
+)
+
+// issuesText is CEL's issues as `line:column: message`, one after another,
+// with a did-you-mean for an undeclared variable.
+func (e *exprEnv) issuesText(iss *cel.Issues) string {
+	var misses []fieldMiss
+	if e.provider != nil {
+		misses = e.provider.takeMisses()
+	}
+	var b strings.Builder
+	for i, err := range iss.Errors() {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		msg := strings.TrimSuffix(err.Message, " (in container '')")
+		const undefinedField = "undefined field '"
+		if rest, ok := strings.CutPrefix(msg, undefinedField); ok {
+			field, _, _ := strings.Cut(rest, "'")
+			for _, m := range misses {
+				if m.field == field {
+					msg = e.schema.noFieldText(m)
+					break
+				}
+			}
+		}
+		fmt.Fprintf(&b, "%d:%d: %s", err.Location.Line(), err.Location.Column()+1, msg)
+		const undeclared = "undeclared reference to '"
+		if rest, ok := strings.CutPrefix(msg, undeclared); ok {
+			if name, _, ok := strings.Cut(rest, "'"); ok {
+				if s := closest(name, e.names); s != "" {
+					fmt.Fprintf(&b, " (did you mean '%s'?)", s)
+				}
+			}
+		}
+		if nullCompared(msg) {
+			b.WriteString(" (a field that is null is absent from the payload: test it with has(…), or read it with .?field.orValue(…))")
+		}
+		if _, args, ok := overloadArgs(msg); ok && mixedNumbers(args) {
+			b.WriteString(" (CEL does not convert numbers: write 9.0 for a double, or convert with double(…) or int(…))")
+		}
+	}
+	return b.String()
+}
+
+// overloadArgs splits a checker's "found no matching overload for '_*_'
+// applied to '(double, int)'" into the function and its argument types; a
+// member call's target ('optional_type(string).(null)') is its first.
+func overloadArgs(msg string) (fn string, args []string, ok bool) {
+	rest, ok := strings.CutPrefix(msg, "found no matching overload for '")
+	if !ok {
+		return "", nil, false
+	}
+	fn, rest, _ = strings.Cut(rest, "'")
+	_, rest, ok = strings.Cut(rest, "applied to '")
+	if !ok {
+		return "", nil, false
+	}
+	rest = strings.TrimSuffix(rest, "'")
+	target, rest, member := strings.Cut(rest, ".(")
+	if member {
+		args = append(args, target)
+	} else {
+		rest = strings.TrimPrefix(target, "(")
+	}
+	rest = strings.TrimSuffix(rest, ")")
+	return fn, append(args, strings.Split(rest, ", ")...), true
+}
+
+// mixedNumbers reports whether args are numbers of two or three kinds
+// (int, uint, double): the mistake of data.celsius * 9 / 5 over a double
+// field.
+func mixedNumbers(args []string) bool {
+	kinds := map[string]bool{}
+	for _, a := range args {
+		if a != "int" && a != "uint" && a != "double" {
+			return false
+		}
+		kinds[a] = true
+	}
+	return len(kinds) >= 2
+}
+
+// nullCompared reports whether a checker's message is a value compared
+// with null.
+func nullCompared(msg string) bool {
+	fn, args, ok := overloadArgs(msg)
+	return ok && (fn == "_==_" || fn == "_!=_") && slices.Contains(args, "null")
+}
+
+// closest is the candidate nearest to name by edit distance, if it is near
+// enough to be a typo (at most 2 edits, and fewer than half of name's
+// letters); "" otherwise.
+func closest(name string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		d := editDistance(name, c)
+		if d < bestD && 2*d < max(len(name), len(c)) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and transpositions of adjacent
+// bytes count one each (itme → item is one).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// explainOverload evaluates e again against act, keeping every value, and
+// names the call that had no overload for its arguments' types, with its
+// place: "no such overload: '*' applied to (double, int) at 1:20". The
+// types are the values' kinds, never the values. "" when it finds none.
+// It runs only on a failed evaluation: the program it uses is made once.
+func (e *expr) explainOverload(act *activation) string {
+	e.traceOnce.Do(func() {
+		opts := append(slices.Clone(e.popts), cel.EvalOptions(cel.OptTrackState))
+		e.traced, _ = e.env.Program(e.ast, opts...)
+	})
+	if e.traced == nil {
+		return ""
+	}
+	var det *cel.EvalDetails
+	if e.mode == costSteps {
+		_, det, _ = e.traced.ContextEval(stopped, act)
+	} else {
+		_, det, _ = e.traced.Eval(act)
+	}
+	if det == nil || det.State() == nil {
+		return ""
+	}
+	state := det.State()
+	var why string
+	celast.PostOrderVisit(e.ast.NativeRep().Expr(), celast.NewExprVisitor(func(x celast.Expr) {
+		if why != "" || x.Kind() != celast.CallKind {
+			return
+		}
+		v, ok := state.Value(x.ID())
+		if !ok || !types.IsError(v) || !strings.HasPrefix(v.(*types.Err).Error(), "no such overload") {
+			return
+		}
+		call := x.AsCall()
+		operands := call.Args()
+		if call.IsMemberFunction() {
+			operands = append([]celast.Expr{call.Target()}, operands...)
+		}
+		kinds := make([]string, len(operands))
+		for i, a := range operands {
+			av, ok := state.Value(a.ID())
+			if !ok || types.IsError(av) {
+				return // the failure is below: that call is named
+			}
+			kinds[i] = av.Type().(ref.Type).TypeName()
+		}
+		fn := call.FunctionName()
+		if op, ok := operators.FindReverse(fn); ok && op != "" {
+			fn = op
+		}
+		loc := e.ast.NativeRep().SourceInfo().GetStartLocation(x.ID())
+		why = fmt.Sprintf("no such overload: '%s' applied to (%s) at %d:%d", fn, strings.Join(kinds, ", "), loc.Line(), loc.Column()+1)
+	}))
+	return why
+}
+
+// evalError wraps an evaluation error as template.ErrExpression, with
+// CEL's message scrubbed of what may be the message's values.
+func (e *expr) evalError(err error) error {
+	var cancelled interpreter.EvalCancelledError
+	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
+		return fmt.Errorf("%w: cost limit of %d exceeded", template.ErrExpression, e.limit)
+	}
+	if errors.Is(err, interpreter.InterruptError{}) {
+		return fmt.Errorf("%w: cost limit of %d exceeded (more than %d comprehension steps)", template.ErrExpression, e.limit, e.steps)
+	}
+	failed := fmt.Errorf("%w: %s", template.ErrExpression, scrub(err.Error(), e.src))
+	if isResolutionError(err) {
+		return &absentError{failed}
+	}
+	return failed
+}
+
+// errNoSuchValue marks the failure of an expression that read a value the
+// message does not have: a map key or a message field that is absent (a
+// JSON member, an Avro field whose union is null, an unset proto field: in
+// the value model of value.go each is an absent map key), a field of a
+// null, an index out of range. A column's missing-value policy applies to
+// it as to template.ErrMissingField. Test with errors.Is; its text is not
+// in the error's.
+var errNoSuchValue = errors.New("no such value")
+
+// absentError is an expression's failure (wrapping template.ErrExpression,
+// with the same text) that is also errNoSuchValue.
+type absentError struct{ err error }
+
+func (e *absentError) Error() string   { return e.err.Error() }
+func (e *absentError) Unwrap() []error { return []error{e.err, errNoSuchValue} }
+
+// isResolutionError reports whether err, from cel-go's evaluation, is its
+// failure to resolve what the expression reads: cel-go's interpreter makes
+// one (unexported) error type for an absent map key or message field, an
+// index out of range and an absent variable, which it wraps in a
+// *types.Err. It is told by its type, not its text: see resolutionErrorType.
+func isResolutionError(err error) bool {
+	t := resolutionErrorType()
+	if t == nil {
+		return false
+	}
+	for ; err != nil; err = errors.Unwrap(err) {
+		if reflect.TypeOf(err) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// resolutionErrorType is the type of cel-go's resolution error, learnt
+// once from an evaluation that reads an absent key; nil if that evaluation
+// does not fail with an error of cel-go's interpreter (a cel-go that has
+// changed: TestExpressionMissingValues then fails), so that no other error
+// is ever taken for one.
+var resolutionErrorType = sync.OnceValue(func() reflect.Type {
+	env, err := cel.NewEnv(cel.Variable("m", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		return nil
+	}
+	ast, iss := env.Compile("m.absent")
+	if iss != nil && iss.Err() != nil {
+		return nil
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		return nil
+	}
+	_, _, err = prg.Eval(map[string]any{"m": map[string]any{}})
+	var celErr *types.Err
+	if !errors.As(err, &celErr) {
+		return nil
+	}
+	inner := celErr.Unwrap()
+	t := reflect.TypeOf(inner)
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/google/cel-go/interpreter" {
+		return nil
+	}
+	return t
+})
+
+// celTypeNames are the quoted words of CEL's messages that are types, not
+// values: kept when scrubbing.
+var celTypeNames = map[string]bool{
+	"bool": true, "int": true, "uint": true, "double": true, "string": true, "bytes": true,
+	"list": true, "map": true, "null_type": true, "timestamp": true, "duration": true,
+	"type": true, "optional_type": true, "dyn": true,
+	"google.protobuf.Timestamp": true, "google.protobuf.Duration": true,
+}
+
+// scrub removes from CEL's error message what may be a value of the message
+// (an attribute, a payload string quoted by a failed conversion, the key of
+// a dynamic lookup): a quoted text is kept only when it is a type name or
+// appears in the expression's source, "no such key: K" keeps K on the same
+// terms. The result is at most 300 bytes.
+func scrub(msg, src string) string {
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		c := msg[i]
+		if c != '\'' && c != '"' {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		end := strings.IndexByte(msg[i+1:], c)
+		if end < 0 {
+			b.WriteString(msg[i:])
+			break
+		}
+		inner := msg[i+1 : i+1+end]
+		b.WriteByte(c)
+		if celTypeNames[inner] || strings.Contains(src, inner) {
+			b.WriteString(inner)
+		} else {
+			b.WriteString("…")
+		}
+		b.WriteByte(c)
+		i += end + 2
+	}
+	out := b.String()
+	if key, ok := strings.CutPrefix(out, "no such key: "); ok && !strings.Contains(src, key) {
+		out = "no such key"
+	}
+	if len(out) > 300 {
+		out = out[:300] + "…"
+	}
+	return out
+}
