@@ -59,8 +59,9 @@ type ruling struct {
 }
 
 // rival returns the one message other than winner that a claim of the row
-// names within the window; "" when none does (the row is recorded, not
-// claimed) or several do (an untrusted claim is being withdrawn).
+// names within the window, and true; "" and true when none does (the row
+// is recorded, not claimed); "" and false when several do (an untrusted
+// claim is being withdrawn: look again).
 func (r rowState) rival(winner string) (string, bool) {
 	var other string
 	for _, c := range r.claimants {
