@@ -35,6 +35,14 @@ import (
 // catalog is only read.
 type Rerun struct {
 	*Keys
+	*LiveCatalog
+}
+
+// LiveCatalog reads, and never writes, what a live pipeline's catalog
+// decided for keys: a reprocess run's (Rerun) and an audit's view of which
+// message won a key. Reads of concurrent callers are batched.
+type LiveCatalog struct {
+	store store
 	live  catalog
 	reads *batch.Batcher[decision]
 }
@@ -54,9 +62,19 @@ func NewRerun(client *bigtable.Client, log *zap.Logger, cfg Config, live string)
 }
 
 func newRerun(s store, log *zap.Logger, cfg Config, live string) *Rerun {
-	r := &Rerun{Keys: newKeys(s, log, cfg), live: newCatalog(live)}
-	r.reads = batch.New(readBatch, r.flushDecisions)
-	return r
+	return &Rerun{Keys: newKeys(s, log, cfg), LiveCatalog: newLiveCatalog(s, live)}
+}
+
+// NewLiveCatalog returns a reader of pipeline live's catalog in the state
+// table table.
+func NewLiveCatalog(client *bigtable.Client, table, live string) *LiveCatalog {
+	return newLiveCatalog(btStore{table: client.Open(table)}, live)
+}
+
+func newLiveCatalog(s store, live string) *LiveCatalog {
+	c := &LiveCatalog{store: s, live: newCatalog(live)}
+	c.reads = batch.New(readBatch, c.flushDecisions)
+	return c
 }
 
 // Claim holds key for winner's message if the live pipeline wrote it (its
@@ -90,23 +108,23 @@ func (r *Rerun) Resume(ctx context.Context, key, winner string) (Claim, bool, er
 // LiveWinners returns the messages the live pipeline's catalog names for
 // key: the winners of its claims, whatever their age, and of its ruling.
 // None: the catalog has forgotten the key, or never saw it.
-func (r *Rerun) LiveWinners(ctx context.Context, key string) ([]string, error) {
+func (c *LiveCatalog) LiveWinners(ctx context.Context, key string) ([]string, error) {
 	id := idOf(key)
-	row := r.live.row(id, hashOf(id.id))
+	row := c.live.row(id, hashOf(id.id))
 	var out []string
-	d := decision{rows: [2]string{row, r.live.rulingRow(row)}, out: &out}
-	if err := r.reads.Add(ctx, d, 2*len(row)); err != nil {
+	d := decision{rows: [2]string{row, c.live.rulingRow(row)}, out: &out}
+	if err := c.reads.Add(ctx, d, 2*len(row)); err != nil {
 		return nil, fmt.Errorf("dedupe: read the live pipeline's decision for the key: %w", err)
 	}
 	return out, nil
 }
 
-func (r *Rerun) flushDecisions(ctx context.Context, ds []decision) []error {
+func (c *LiveCatalog) flushDecisions(ctx context.Context, ds []decision) []error {
 	rows := make([]string, 0, 2*len(ds))
 	for _, d := range ds {
 		rows = append(rows, d.rows[:]...)
 	}
-	ws, err := r.store.winners(ctx, rows)
+	ws, err := c.store.winners(ctx, rows)
 	errs := make([]error, len(ds))
 	for i, d := range ds {
 		if err != nil {
@@ -118,7 +136,10 @@ func (r *Rerun) flushDecisions(ctx context.Context, ds []decision) []error {
 	return errs
 }
 
+// Close ends the reads.
+func (c *LiveCatalog) Close(ctx context.Context) error { return c.reads.Close(ctx) }
+
 // Close flushes the run's records and ends the reads of the live catalog.
 func (r *Rerun) Close(ctx context.Context) error {
-	return errors.Join(r.reads.Close(ctx), r.Keys.Close(ctx))
+	return errors.Join(r.LiveCatalog.Close(ctx), r.Keys.Close(ctx))
 }
