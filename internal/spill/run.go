@@ -44,6 +44,7 @@ type runWriter struct {
 	count   uint64 // records the header promised
 	crc     uint32
 	written int64
+	scratch [binary.MaxVarintLen64]byte // a length's bytes, kept here not to allocate per record
 }
 
 func newRunWriter(f *os.File, count uint64) *runWriter {
@@ -59,8 +60,7 @@ func (w *runWriter) write(p []byte) {
 }
 
 func (w *runWriter) uvarint(x uint64) {
-	var buf [binary.MaxVarintLen64]byte
-	w.write(binary.AppendUvarint(buf[:0], x))
+	w.write(binary.AppendUvarint(w.scratch[:0], x))
 }
 
 func (w *runWriter) record(key, value []byte) {
@@ -92,6 +92,8 @@ type runReader struct {
 	k, v   []byte // the current record, reused by the next
 	e      error
 	done   bool
+
+	scratch [binary.MaxVarintLen64]byte // a length's bytes, kept here not to allocate per record
 }
 
 func openRunReader(r run) (*runReader, error) {
@@ -167,8 +169,7 @@ func (r *runReader) uvarint() (uint64, error) {
 	}
 	// Hashed as the writer wrote it; a varint written otherwise (never by
 	// the writer) fails the checksum.
-	var buf [binary.MaxVarintLen64]byte
-	b := binary.AppendUvarint(buf[:0], x)
+	b := binary.AppendUvarint(r.scratch[:0], x)
 	r.crc = crc32.Update(r.crc, castagnoli, b)
 	r.unread -= int64(len(b))
 	return x, nil
