@@ -24,7 +24,8 @@ processed at least once, and its result is committed exactly once.
 
 --config (-c) defaults to $PUBSINK_CONFIG, then /etc/pubsink/config.yaml.
 Exit codes: 0 success or a clean stop, 1 runtime failure, 2 bad configuration or usage,
-3 a reprocess stopped before its range was done (run it again to resume).
+3 a reprocess or audit stopped before it was done (run it again to resume),
+4 an audit found something missing or doubled.
 The whole contract: docs/reference.md.`,
 		// Without a command: the help, and exit 2 (a usage error).
 		Args: cobra.ArbitraryArgs,
@@ -56,6 +57,7 @@ The whole contract: docs/reference.md.`,
 		configGroup(stdout),
 		deadLetterCommand(ctx, stdout, stderr),
 		reprocessCommand(ctx, stdout, stderr),
+		auditCommand(ctx, stdout, stderr),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print the version, VCS revision and Go version",
@@ -297,6 +299,45 @@ Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary 
 			return usageError{"reprocess: --idle must be positive", cmd.CommandPath()}
 		}
 		return app.ReprocessFile(ctx, *path, req, stdout, stderr)
+	}
+	return cmd
+}
+
+func auditCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var req app.AuditRequest
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Check a past range of a pipeline's messages against its tables: what is missing, doubled or different",
+		Long: `Reads what a pipeline's topic carried from --from (or a snapshot) until the start (or --until) on a
+subscription of its own, maps each message with the current configuration's mapping, and compares with
+the sink tables and the dead-letter output. It writes nothing to Bigtable and acks nothing on the live
+subscription. Exits 0 when nothing is missing or doubled, 4 when something is; --report FILE writes one
+JSON line per finding ("-": stdout, the summary then to stderr). Stopped, it exits 3; run again, it reads
+the range again from its start. Progress goes to stderr, the summary to stdout.`,
+		Args: noArgs,
+	}
+	path := configFlag(cmd.Flags())
+	fs := cmd.Flags()
+	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` to audit (required)")
+	fs.StringVar(&req.From, "from", "", "audit what was published from this `time`: RFC 3339, or a duration before now (2h); needs the topic's message retention")
+	fs.StringVar(&req.Snapshot, "snapshot", "", "audit what this `snapshot` of the pipeline's subscription holds, instead of --from")
+	fs.StringVar(&req.Until, "until", "", "audit only what was published before this `time` (RFC 3339 or a duration before now); default: the start")
+	fs.StringVar(&req.Report, "report", "", "write one JSON line per finding, and a summary line, to this `file` (\"-\": stdout)")
+	fs.Float64Var(&req.Rate, "rate", 0, "read at most this many messages, then rows, per `second` (0: no cap)")
+	fs.StringVar(&req.HTTPAddr, "http-addr", "", "serve HTTP on this `address` instead of http.addr (\"-\": none), to run beside a live process on one host")
+	fs.DurationVar(&req.Idle, "idle", app.DefaultAuditIdle, "end the read once no message of the range arrived for this `duration` and none is in flight")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch {
+		case req.Pipeline == "":
+			return usageError{"audit: --pipeline is required", cmd.CommandPath()}
+		case (req.From == "") == (req.Snapshot == ""):
+			return usageError{"audit: give exactly one of --from and --snapshot", cmd.CommandPath()}
+		case req.Idle <= 0:
+			return usageError{"audit: --idle must be positive", cmd.CommandPath()}
+		case req.Rate < 0:
+			return usageError{"audit: --rate must not be negative", cmd.CommandPath()}
+		}
+		return app.AuditFile(ctx, *path, req, stdout, stderr)
 	}
 	return cmd
 }

@@ -87,6 +87,9 @@ type Options struct {
 	// reprocess is set by Reprocess: the App runs one pipeline of a
 	// reprocess (app/reprocess.go).
 	reprocess *reprocessRun
+	// audit is set by Audit: the App runs no pipeline, and shows the audit
+	// (app/audit.go).
+	audit *auditRun
 	// filterWarnAfter overrides pipeline.DefaultFilterWarnAfter (tests).
 	filterWarnAfter time.Duration
 }
@@ -494,12 +497,16 @@ func (a *App) Status() any {
 	out := struct {
 		Pipelines []pipeline.Status `json:"pipelines"`
 		Reprocess *reprocessStatus  `json:"reprocess,omitempty"`
+		Audit     *auditStatus      `json:"audit,omitempty"`
 	}{}
 	for _, p := range a.Pipelines() {
 		out.Pipelines = append(out.Pipelines, p.Status())
 	}
 	if r := a.opts.reprocess; r != nil {
 		out.Reprocess = r.status()
+	}
+	if r := a.opts.audit; r != nil && r.auditor != nil {
+		out.Audit = r.status()
 	}
 	return out
 }

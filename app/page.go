@@ -144,6 +144,8 @@ type pageData struct {
 	// Reprocess is the run this process is, with its progress (nil for
 	// `run`).
 	Reprocess *reprocessStatus
+	// Audit is the audit this process is (nil for `run`).
+	Audit *auditStatus
 }
 
 type pipelineView struct {
@@ -226,6 +228,9 @@ func (pg *page) data(ctx context.Context) pageData {
 	}
 	if r := a.opts.reprocess; r != nil {
 		d.Reprocess = r.status()
+	}
+	if r := a.opts.audit; r != nil && r.auditor != nil {
+		d.Audit = r.status()
 	}
 	for _, p := range a.Pipelines() {
 		st := p.Status()

@@ -136,24 +136,11 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		return &ConfigError{fmt.Errorf("reprocess: pipeline %q writes to stdout: there is nothing to rewrite", req.Pipeline)}
 	}
 	start := now()
-	from, fromRel, err := parseWhen("--from", req.From, start)
+	rf, err := parseRange("reprocess", cfg, req.From, req.Until, req.Snapshot, start)
 	if err != nil {
 		return err
 	}
-	until, untilRel, err := parseWhen("--until", req.Until, start)
-	if err != nil {
-		return err
-	}
-	if !until.IsZero() && until.After(start) {
-		return &ConfigError{fmt.Errorf("reprocess: --until %s is in the future", until.Format(time.RFC3339))}
-	}
-	if !from.IsZero() && !until.IsZero() && !from.Before(until) {
-		return &ConfigError{fmt.Errorf("reprocess: --from %s is not before --until %s", from.Format(time.RFC3339), until.Format(time.RFC3339))}
-	}
-	snapshot := ""
-	if req.Snapshot != "" {
-		snapshot = snapshotName(cfg, req.Snapshot)
-	}
+	from, fromRel, until, untilRel, snapshot := rf.from, rf.fromRelative, rf.until, rf.untilRelative, rf.snapshot
 
 	ps := opts.PubSub
 	if ps == nil {
@@ -199,7 +186,7 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		plan.RestorePoint = restorePointName(cfg, liveSub.GetName(), start)
 	}
 	if rec == nil || !rec.Ready {
-		if err := checkHistory(ctx, ps, liveSub, from, snapshot, start); err != nil {
+		if err := checkHistory(ctx, "reprocess", ps, liveSub, from, snapshot, start); err != nil {
 			return err
 		}
 	}
@@ -306,7 +293,7 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		}
 	}()
 	done := make(chan struct{})
-	reporter := reprocess.NewReporter(progress, log)
+	reporter := reprocess.NewReporter(progress, log, "reprocess")
 	rangeDone := false
 	go func() {
 		defer close(done)
@@ -414,9 +401,40 @@ func oldestRetained(ctx context.Context, ps *pubsub.Client, name string) time.Ti
 // snapshotLifetime is how long after its oldest message a snapshot lives.
 const snapshotLifetime = 7 * 24 * time.Hour
 
+// rangeFlags are --from, --until and --snapshot as read at start: a
+// relative time is resolved against it.
+type rangeFlags struct {
+	from, until                 time.Time // zero: not given
+	fromRelative, untilRelative bool
+	snapshot                    string // the full name; "" for --from
+}
+
+// parseRange reads the range flags of command (reprocess, audit); a range
+// that cannot be is a *ConfigError.
+func parseRange(command string, cfg *config.Config, from, until, snapshot string, start time.Time) (rangeFlags, error) {
+	var rf rangeFlags
+	var err error
+	if rf.from, rf.fromRelative, err = parseWhen(command, "--from", from, start); err != nil {
+		return rf, err
+	}
+	if rf.until, rf.untilRelative, err = parseWhen(command, "--until", until, start); err != nil {
+		return rf, err
+	}
+	if !rf.until.IsZero() && rf.until.After(start) {
+		return rf, &ConfigError{fmt.Errorf("%s: --until %s is in the future", command, rf.until.Format(time.RFC3339))}
+	}
+	if !rf.from.IsZero() && !rf.until.IsZero() && !rf.from.Before(rf.until) {
+		return rf, &ConfigError{fmt.Errorf("%s: --from %s is not before --until %s", command, rf.from.Format(time.RFC3339), rf.until.Format(time.RFC3339))}
+	}
+	if snapshot != "" {
+		rf.snapshot = snapshotName(cfg, snapshot)
+	}
+	return rf, nil
+}
+
 // parseWhen reads a time flag: RFC 3339, or a duration before now
 // (relative).
-func parseWhen(flag, v string, now time.Time) (t time.Time, relative bool, err error) {
+func parseWhen(command, flag, v string, now time.Time) (t time.Time, relative bool, err error) {
 	if v == "" {
 		return time.Time{}, false, nil
 	}
@@ -426,7 +444,7 @@ func parseWhen(flag, v string, now time.Time) (t time.Time, relative bool, err e
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return now.Add(-d).UTC().Truncate(time.Millisecond), true, nil
 	}
-	return time.Time{}, false, &ConfigError{fmt.Errorf("reprocess: %s %q is neither an RFC 3339 time (2026-12-03T10:00:00Z) nor a positive duration before now (2h)", flag, v)}
+	return time.Time{}, false, &ConfigError{fmt.Errorf("%s: %s %q is neither an RFC 3339 time (2026-12-03T10:00:00Z) nor a positive duration before now (2h)", command, flag, v)}
 }
 
 func snapshotName(cfg *config.Config, s string) string {
@@ -478,20 +496,20 @@ func orNone(s string) string {
 
 // checkHistory says whether the run can get the range: a snapshot of the
 // live topic, or, for --from, a topic that retains its messages that long.
-func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, from time.Time, snapshot string, now time.Time) error {
+func checkHistory(ctx context.Context, command string, ps *pubsub.Client, liveSub *pubsubpb.Subscription, from time.Time, snapshot string, now time.Time) error {
 	if snapshot != "" {
-		snaps, err := getSnapshot(ctx, ps, snapshot)
+		snaps, err := getSnapshot(ctx, command, ps, snapshot)
 		if err != nil {
 			return err
 		}
 		if snaps.GetTopic() != liveSub.GetTopic() {
-			return &ConfigError{fmt.Errorf("reprocess: snapshot %s is of topic %s, not of the pipeline's topic %s", snapshot, snaps.GetTopic(), liveSub.GetTopic())}
+			return &ConfigError{fmt.Errorf("%s: snapshot %s is of topic %s, not of the pipeline's topic %s", command, snapshot, snaps.GetTopic(), liveSub.GetTopic())}
 		}
 		return nil
 	}
 	topic, err := ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: liveSub.GetTopic()})
 	if err != nil {
-		return fmt.Errorf("reprocess: the topic %s: %w", liveSub.GetTopic(), err)
+		return fmt.Errorf("%s: the topic %s: %w", command, liveSub.GetTopic(), err)
 	}
 	keeps := topic.GetMessageRetentionDuration().AsDuration()
 	// To the second: --from 1h on a topic that keeps an hour is fine.
@@ -500,23 +518,23 @@ func checkHistory(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subs
 		if keeps > 0 {
 			have = "retains messages for " + keeps.String()
 		}
-		return &ConfigError{fmt.Errorf("reprocess: --from %s needs the topic to retain %s of messages, but %s %s. "+
+		return &ConfigError{fmt.Errorf("%s: --from %s needs the topic to retain %s of messages, but %s %s. "+
 			"Enable it with `gcloud pubsub topics update %s --message-retention-duration=7d` (or set source.topic_message_retention in the configuration and run `pubsink setup`, which widens it); "+
 			"only messages published after that can be replayed. Or give --snapshot with a snapshot taken before the range",
-			from.Format(time.RFC3339), need.Round(time.Second), topic.GetName(), have, topic.GetName())}
+			command, from.Format(time.RFC3339), need.Round(time.Second), topic.GetName(), have, topic.GetName())}
 	}
 	return nil
 }
 
 // getSnapshot reads a snapshot by its full name; a missing one is the
 // request's mistake (a *ConfigError).
-func getSnapshot(ctx context.Context, ps *pubsub.Client, name string) (*pubsubpb.Snapshot, error) {
+func getSnapshot(ctx context.Context, command string, ps *pubsub.Client, name string) (*pubsubpb.Snapshot, error) {
 	s, err := ps.SubscriptionAdminClient.GetSnapshot(ctx, &pubsubpb.GetSnapshotRequest{Snapshot: name})
 	if status.Code(err) == codes.NotFound {
-		return nil, &ConfigError{fmt.Errorf("reprocess: snapshot %s does not exist", name)}
+		return nil, &ConfigError{fmt.Errorf("%s: snapshot %s does not exist", command, name)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reprocess: snapshot %s: %w", name, err)
+		return nil, fmt.Errorf("%s: snapshot %s: %w", command, name, err)
 	}
 	return s, nil
 }

@@ -42,8 +42,15 @@ type reprocessRun struct {
 
 func (e *env) startReprocess(path string, args ...string) *reprocessRun {
 	e.t.Helper()
+	return e.startJob("reprocess", path, args...)
+}
+
+// startJob starts `pubsink COMMAND --config path --http-addr ADDR args...`
+// (reprocess, audit): a command that ends by itself.
+func (e *env) startJob(command, path string, args ...string) *reprocessRun {
+	e.t.Helper()
 	r := &reprocessRun{addr: "127.0.0.1:" + freePort(e.t), done: make(chan struct{})}
-	r.cmd = exec.Command(binary, append([]string{"reprocess", "--config", path, "--http-addr", r.addr}, args...)...)
+	r.cmd = exec.Command(binary, append([]string{command, "--config", path, "--http-addr", r.addr}, args...)...)
 	r.cmd.Env = append(append(os.Environ(), e.ps.Env()...), e.bt.Env()...)
 	r.cmd.Stdout, r.cmd.Stderr = &syncWriter{w: &r.out}, &syncWriter{w: &r.log}
 	if err := r.cmd.Start(); err != nil {
@@ -62,7 +69,7 @@ func (e *env) startReprocess(path string, args ...string) *reprocessRun {
 			<-r.done
 		}
 		if e.t.Failed() {
-			e.t.Logf("reprocess %v: stdout:\n%s\nlog:\n%s", r.cmd.Args[1:], r.out.String(), tail(r.log.String(), 40))
+			e.t.Logf("%v: stdout:\n%s\nlog:\n%s", r.cmd.Args[1:], tail(r.out.String(), 40), tail(r.log.String(), 40))
 		}
 	})
 	return r
@@ -103,7 +110,7 @@ func (r *reprocessRun) wait(t *testing.T, timeout time.Duration) int {
 	case <-r.done:
 		return r.code
 	case <-time.After(timeout):
-		t.Fatalf("reprocess %v still running after %v; log:\n%s", r.cmd.Args[1:], timeout, tail(r.log.String(), 40))
+		t.Fatalf("%v still running after %v; log:\n%s", r.cmd.Args[1:], timeout, tail(r.log.String(), 40))
 		return -1
 	}
 }

@@ -14,6 +14,7 @@ import (
 // Reporter shows a run's progress: a bar redrawn in place on a terminal
 // (github.com/schollz/progressbar), a log line every LogEvery otherwise.
 type Reporter struct {
+	what string // the command: the log line's first word
 	bar  *progressbar.ProgressBar
 	log  *zap.Logger
 	last time.Time
@@ -22,10 +23,10 @@ type Reporter struct {
 // LogEvery is how often a Reporter without a terminal logs the progress.
 const LogEvery = 10 * time.Second
 
-// NewReporter returns a reporter writing to w: a bar when w is a terminal,
-// log lines to log otherwise.
-func NewReporter(w io.Writer, log *zap.Logger) *Reporter {
-	r := &Reporter{log: log}
+// NewReporter returns a reporter of command what (reprocess, audit)
+// writing to w: a bar when w is a terminal, log lines to log otherwise.
+func NewReporter(w io.Writer, log *zap.Logger, what string) *Reporter {
+	r := &Reporter{what: what, log: log}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		r.bar = progressbar.NewOptions(1000,
 			progressbar.OptionSetWriter(w),
@@ -77,7 +78,7 @@ func (r *Reporter) Show(p Progress) {
 	}
 	if now := time.Now(); now.Sub(r.last) >= LogEvery {
 		r.last = now
-		r.log.Info("reprocess progress: "+p.Line(), zap.Int64("done", p.Done), zap.Float64("fraction", p.Fraction),
+		r.log.Info(r.what+" progress: "+p.Line(), zap.Int64("done", p.Done), zap.Float64("fraction", p.Fraction),
 			zap.Float64("messages_per_second", p.Rate), zap.Float64("seconds_left", p.LeftSecs), zap.Int64("beyond", p.Beyond))
 	}
 }

@@ -15,7 +15,7 @@ import (
 func TestAReporterWithoutATerminalLogsTheProgress(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	var w bytes.Buffer
-	r := NewReporter(&w, zap.New(core))
+	r := NewReporter(&w, zap.New(core), "reprocess")
 	p := Progress{Done: 1200, Fraction: 0.25, Rate: 400, Left: 9 * time.Second, LeftSecs: 9, Frontier: time.Date(2026, 12, 3, 10, 15, 0, 0, time.UTC)}
 	r.Show(p)
 	r.Show(p) // within LogEvery: no second line

@@ -180,3 +180,16 @@ func describe(cfg *config.Config, p config.Pipeline) string {
 	}
 	return d
 }
+
+// Each passes every copy of pipeline p's dead-letter output (the live
+// pipeline's and its reprocess runs') to visit, and leaves them all in
+// place, as List does; what does not read back as a copy is skipped. It is
+// the audit's view of what was dead-lettered.
+func Each(ctx context.Context, log *zap.Logger, cfg *config.Config, p config.Pipeline, clients deadletter.Clients, visit func(*deadletter.Copy)) error {
+	return look(ctx, log, cfg, p, clients, deadletter.ReaderOptions{Look: true}, func(e *deadletter.Entry) (bool, error) {
+		if wanted(e, p.Name, "") && e.Err == nil {
+			visit(e.Copy)
+		}
+		return true, nil
+	}, func() int { return batchSize })
+}

@@ -1,0 +1,404 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/pubsink/pubsink/audit"
+	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/deadletter/inspect"
+	"github.com/pubsink/pubsink/dedupe"
+	"github.com/pubsink/pubsink/internal/logging"
+	"github.com/pubsink/pubsink/internal/spill"
+	"github.com/pubsink/pubsink/reprocess"
+	btsink "github.com/pubsink/pubsink/sinks/bigtable"
+	"github.com/pubsink/pubsink/source"
+)
+
+// AuditRequest is what `pubsink audit` was asked to do.
+type AuditRequest struct {
+	Pipeline string // required
+	// From, Snapshot and Until are the range, as for reprocess.
+	From, Snapshot, Until string
+	// Report is the file the findings go to, one JSON line each: "" none,
+	// "-" stdout (the summary then goes to the progress writer).
+	Report string
+	// Rate caps the messages read per second, and the rows read per
+	// second after; 0: no cap.
+	Rate float64
+	// Idle ends the read once no message of the range arrived for it.
+	Idle     time.Duration
+	HTTPAddr string
+}
+
+// DefaultAuditIdle is --idle's default, as reprocess's.
+const DefaultAuditIdle = DefaultReprocessIdle
+
+// auditSpillMemory is how many bytes of entries the read pass holds before
+// it spills a sorted run to disk.
+const auditSpillMemory = 64 << 20
+
+// ErrAuditStopped is an audit stopped (SIGTERM, SIGINT) before it was done:
+// the CLI exits 3. It keeps no record: run again, it reads its range again
+// from its start.
+var ErrAuditStopped = errors.New("audit stopped before it was done; run the same command again to audit the range (it reads it again from its start)")
+
+// ErrAuditFindings is an audit that found something missing or doubled:
+// the CLI exits 4.
+var ErrAuditFindings = errors.New("audit: something is missing or doubled")
+
+// auditRun is an audit in /status and on the status page.
+type auditRun struct {
+	name, pipeline, subscription string
+	gate                         *reprocess.Gate
+	auditor                      *audit.Auditor
+	mu                           sync.Mutex
+	phase                        string
+}
+
+// auditStatus is the audit in /status.
+type auditStatus struct {
+	Name         string             `json:"name"`
+	Pipeline     string             `json:"pipeline"`
+	Subscription string             `json:"subscription"`
+	Phase        string             `json:"phase"`
+	Progress     reprocess.Progress `json:"progress"`
+	Summary      audit.Summary      `json:"summary"`
+}
+
+func (r *auditRun) setPhase(p string) {
+	r.mu.Lock()
+	r.phase = p
+	r.mu.Unlock()
+}
+
+func (r *auditRun) status() *auditStatus {
+	r.mu.Lock()
+	phase := r.phase
+	r.mu.Unlock()
+	return &auditStatus{Name: r.name, Pipeline: r.pipeline, Subscription: r.subscription, Phase: phase,
+		Progress: r.gate.Progress(), Summary: r.auditor.Summary()}
+}
+
+// AuditFile audits the file at path (see the command's help and
+// docs/reference.md, "Audit"): the plan and the summary go to out, logs and
+// the progress to logs.
+func AuditFile(ctx context.Context, path string, req AuditRequest, out, logs io.Writer) error {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	_, now, err := clockFromEnv()
+	if err != nil {
+		return err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return Audit(ctx, log, cfg, req, Options{Now: now, HTTPAddr: req.HTTPAddr}, out, logs)
+}
+
+// Audit runs req against cfg, read-only:
+//
+//  1. The range: --from (or a snapshot) until --until or now.
+//  2. The pipeline's dead-letter copies, read and left in place.
+//  3. A subscription of its own on the live topic, seeked to the range's
+//     start, with a one-day expiration policy (a killed audit's goes by
+//     itself).
+//  4. The read pass (audit.Auditor.Message) behind the reprocess gate,
+//     until no message of the range arrived for --idle.
+//  5. The compare pass (audit.Auditor.Compare), the subscription deleted,
+//     the summary.
+func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRequest, opts Options, out, progress io.Writer) error {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	pc := pipelineNamed(cfg, req.Pipeline)
+	if pc == nil {
+		return &ConfigError{fmt.Errorf("audit: the configuration has no pipeline %q", req.Pipeline)}
+	}
+	if pc.Sink.Type == config.SinkStdout {
+		return &ConfigError{fmt.Errorf("audit: pipeline %q writes to stdout: there is no table to audit", req.Pipeline)}
+	}
+	start := now()
+	rf, err := parseRange("audit", cfg, req.From, req.Until, req.Snapshot, start)
+	if err != nil {
+		return err
+	}
+	until := rf.until
+	if until.IsZero() {
+		until = start.Truncate(time.Millisecond)
+	}
+	// Named as a reprocess run is, with "a" for "r": orders~a20261204t091500z.
+	stamp := strings.TrimPrefix(reprocess.NameFor(pc.Name, start), pc.Name+"~r")
+	name := pc.Name + "~a" + stamp
+	report, closeReport, err := openReport(req.Report)
+	if err != nil {
+		return err
+	}
+	defer closeReport()
+	summaryOut := out
+	if req.Report == "-" {
+		summaryOut = progress
+	}
+
+	// The App serves /status, /metrics and the page, and holds the
+	// clients; it runs no pipeline.
+	acfg := *cfg
+	acfg.Pipelines = nil
+	run := &auditRun{name: name, pipeline: pc.Name, phase: "starting", gate: reprocess.NewGate(rf.from, until, now)}
+	opts.audit = run
+	a, err := Open(ctx, log, &acfg, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		a.stopServer()
+		a.closeClients()
+	}()
+	ps := a.pubsub
+	live := cfg.SubscriptionName(pc.Source.Subscription)
+	liveSub, err := ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: live})
+	if err != nil {
+		return fmt.Errorf("audit: the live subscription %s: %w", live, err)
+	}
+	if err := checkHistory(ctx, "audit", ps, liveSub, rf.from, rf.snapshot, start); err != nil {
+		return err
+	}
+	stateClient, err := a.stateBigtable(ctx)
+	if err != nil {
+		return err
+	}
+	deadLetters := map[string]deadletter.Reason{}
+	if deadletter.Kind(pc.DeadLetter) != "" {
+		err := inspect.Each(ctx, log, cfg, *pc, deadletter.Clients{PubSub: ps, Bigtable: stateClient}, func(c *deadletter.Copy) {
+			deadLetters[c.MessageID] = c.Reason
+		})
+		if err != nil {
+			return fmt.Errorf("audit: read the dead-letter output: %w", err)
+		}
+	}
+	maxBytes := int64(pc.Source.MaxOutstandingBytes)
+	if maxBytes == 0 {
+		maxBytes = source.DefaultMaxOutstandingBytes(memoryLimit(), 1)
+	}
+	mp, err := a.mapper(ctx, *pc, btsink.Limits, maxBytes)
+	if err != nil {
+		return err
+	}
+	acf := audit.Config{Pipeline: *pc, Mapper: mp, DeadLetters: deadLetters, Report: audit.NewReport(report)}
+	if pc.ExactlyOnce() && !pc.KeyIsMessageID() {
+		lc := dedupe.NewLiveCatalog(stateClient, cfg.State.Table, pc.Name)
+		defer lc.Close(context.WithoutCancel(ctx))
+		acf.Catalog = lc
+	}
+	sorter := spill.New("", auditSpillMemory)
+	defer sorter.Close()
+	acf.Spill = sorter
+	auditor := audit.New(acf)
+	run.auditor = auditor
+
+	run.subscription = live + "-audit-" + stamp
+	if err := createAuditSubscription(ctx, ps, liveSub, run.subscription, rf); err != nil {
+		return err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := ps.SubscriptionAdminClient.DeleteSubscription(dctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: run.subscription}); err != nil && status.Code(err) != codes.NotFound {
+			log.Warn("could not delete the audit's subscription; it expires after a day unused", zap.String("subscription", run.subscription), zap.Error(err))
+		}
+	}()
+	fmt.Fprintf(out, "audit %s: reading %s of pipeline %s on %s\n", name, describeAuditRange(rf, until), pc.Name, run.subscription)
+
+	// The read pass.
+	var limit *rate.Limiter
+	if req.Rate > 0 {
+		limit = rate.NewLimiter(rate.Limit(req.Rate), max(1, int(req.Rate)))
+	}
+	src := pc.Source
+	src.Subscription, src.Ordering = run.subscription, false
+	gated := run.gate.Wrap(source.New(ps, log, run.subscription, src, maxBytes))
+	run.setPhase("reading")
+	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	reporter := reprocess.NewReporter(progress, log, "audit")
+	read := false
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-readCtx.Done():
+				return
+			case <-t.C:
+			}
+			reporter.Show(run.gate.Progress())
+			if run.gate.Done(req.Idle) {
+				read = true
+				stopRead()
+				return
+			}
+		}
+	}()
+	readErr := gated.Run(readCtx, ctx, func(hctx context.Context, msg *source.Message) bool {
+		if limit != nil && limit.Wait(hctx) != nil {
+			return false
+		}
+		if err := auditor.Message(hctx, msg); err != nil {
+			log.Warn("audit: a message could not be read; it comes again", zap.String("message_id", msg.ID), zap.Error(err))
+			return false
+		}
+		return true
+	})
+	stopRead()
+	<-watched
+	reporter.Close()
+	switch {
+	case readErr != nil && ctx.Err() == nil:
+		return fmt.Errorf("audit: read the range: %w", readErr)
+	case !read:
+		fmt.Fprintf(out, "audit %s: stopped after %d messages; run the same command again to audit the range (it reads it again from its start)\n", name, run.gate.Progress().Done)
+		return ErrAuditStopped
+	}
+
+	// The compare pass.
+	run.setPhase("comparing")
+	sinkClient, err := a.bigtableClient(ctx, sinkInstance(cfg, pc), pc.Sink.AppProfile)
+	if err != nil {
+		return err
+	}
+	pace := func(ctx context.Context, n int) error {
+		if limit == nil {
+			return nil
+		}
+		return limit.WaitN(ctx, min(n, limit.Burst()))
+	}
+	sum, err := auditor.Compare(ctx, audit.Tables{Client: sinkClient}, pc.Sink.TombstoneFamily, pace)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(out, "audit %s: stopped while comparing; run the same command again to audit the range (it reads it again from its start)\n", name)
+			return ErrAuditStopped
+		}
+		return err
+	}
+	run.setPhase("done")
+	if err := acf.Report.Finish(sum); err != nil {
+		return fmt.Errorf("audit: write the report: %w", err)
+	}
+	printAuditSummary(summaryOut, name, describeAuditRange(rf, until), sum, now().Sub(start))
+	if !sum.Clean() {
+		return ErrAuditFindings
+	}
+	return nil
+}
+
+// pipelineNamed returns the pipeline of cfg named name, or nil.
+func pipelineNamed(cfg *config.Config, name string) *config.Pipeline {
+	for i := range cfg.Pipelines {
+		if cfg.Pipelines[i].Name == name {
+			return &cfg.Pipelines[i]
+		}
+	}
+	return nil
+}
+
+// sinkInstance is the instance of the pipeline's sink tables.
+func sinkInstance(cfg *config.Config, pc *config.Pipeline) string {
+	if pc.Sink.Instance != "" {
+		return pc.Sink.Instance
+	}
+	return cfg.State.Instance
+}
+
+// openReport opens --report: nil for none, stdout for "-", else the file,
+// created or truncated (a restarted audit reports its range again whole).
+func openReport(path string) (io.Writer, func(), error) {
+	switch path {
+	case "":
+		return nil, func() {}, nil
+	case "-":
+		return os.Stdout, func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, &ConfigError{fmt.Errorf("audit: --report: %w", err)}
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// createAuditSubscription creates the audit's subscription on the live
+// topic, with the live subscription's ack deadline and retry policy,
+// expiring after a day unused (a killed audit's goes by itself), and seeks
+// it to the range's start.
+func createAuditSubscription(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, name string, rf rangeFlags) error {
+	_, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: name, Topic: liveSub.GetTopic(), AckDeadlineSeconds: liveSub.GetAckDeadlineSeconds(),
+		RetryPolicy:      liveSub.GetRetryPolicy(),
+		ExpirationPolicy: &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(24 * time.Hour)},
+		Labels:           map[string]string{"pubsink-audit": "true"},
+	})
+	if err != nil {
+		return fmt.Errorf("audit: create the audit's subscription %s: %w", name, err)
+	}
+	seek := &pubsubpb.SeekRequest{Subscription: name}
+	if rf.snapshot != "" {
+		seek.Target = &pubsubpb.SeekRequest_Snapshot{Snapshot: rf.snapshot}
+	} else {
+		seek.Target = &pubsubpb.SeekRequest_Time{Time: timestamppb.New(rf.from)}
+	}
+	if _, err := ps.SubscriptionAdminClient.Seek(ctx, seek); err != nil {
+		return fmt.Errorf("audit: seek the audit's subscription %s: %w", name, err)
+	}
+	return nil
+}
+
+// describeAuditRange is the range in the audit's lines.
+func describeAuditRange(rf rangeFlags, until time.Time) string {
+	if rf.snapshot != "" {
+		return fmt.Sprintf("snapshot %s until %s", rf.snapshot, until.UTC().Format(rangeLayout(until)))
+	}
+	return fmt.Sprintf("from %s until %s", rf.from.UTC().Format(rangeLayout(rf.from, until)), until.UTC().Format(rangeLayout(rf.from, until)))
+}
+
+// printAuditSummary prints the audit's summary table.
+func printAuditSummary(w io.Writer, name, rng string, s audit.Summary, took time.Duration) {
+	verdict := "clean: nothing missing or doubled"
+	if !s.Clean() {
+		verdict = "FINDINGS: something is missing or doubled (exit 4)"
+	}
+	fmt.Fprintf(w, "audit %s: done in %s, %s\n", name, took.Round(time.Second), verdict)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  range\t%s\n", rng)
+	fmt.Fprintf(tw, "  messages\t%d\t(winners %d, duplicates %d, filtered %d, dead-lettered %d)\n", s.Messages, s.Winners, s.Rivals, s.Filtered, s.DeadLettered)
+	fmt.Fprintf(tw, "  rows read\t%d\t(cells as the mapping gives them %d, superseded by newer changes %d, late-dropped %d)\n", s.Rows, s.Checked, s.Superseded, s.LateDropped)
+	fmt.Fprintf(tw, "  missing\t%d\t(cells and copies, of %d messages)\n", s.Missing, s.MissingMessages)
+	fmt.Fprintf(tw, "  doubled\t%d\n", s.Doubled)
+	fmt.Fprintf(tw, "  different\t%d\t(a cell whose bytes differ from the current mapping's: after a mapping change, `pubsink reprocess` rewrites them)\n", s.Different)
+	tw.Flush()
+}
