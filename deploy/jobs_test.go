@@ -14,22 +14,28 @@ import (
 	"github.com/pubsink/pubsink/config"
 )
 
-// The jobs: `pubsink reprocess` as a Kubernetes Job beside the GKE
-// Deployment, and as a Cloud Run job beside the Cloud Run manifests. They
-// must run what the live manifests run (image, service account,
-// configuration) and ask for a run the command can do and resume. Which
-// flags the command has is main_test.go's to check
-// (TestReprocessManifestsNameTheCommandsFlags): this package may not
-// import the CLI.
+// The jobs: `pubsink reprocess` and `pubsink audit`, each as a Kubernetes
+// Job beside the GKE Deployment and as a Cloud Run job beside the Cloud Run
+// manifests. They must run what the live manifests run (image,
+// configuration, and the service account, or the audit's own) and ask for
+// a run the command can do: a reprocess it can resume, an audit whose
+// restart covers the same range. Which flags the commands have is
+// main_test.go's to check (TestReprocessManifestsNameTheCommandsFlags):
+// this package may not import the CLI.
 const (
 	gkeReprocessJob      = "gke/jobs/reprocess.yaml"
 	cloudRunReprocessJob = "cloudrun/reprocess-job.yaml"
+	gkeAuditJob          = "gke/jobs/audit.yaml"
+	cloudRunAuditJob     = "cloudrun/audit-job.yaml"
 	dockerfile           = "../Dockerfile"
 )
 
-// reprocessBoolFlags are the command's flags that take no value; every
-// other flag takes one (as --flag=value or --flag value).
-var reprocessBoolFlags = map[string]bool{"dry-run": true, "no-restore-point": true}
+// reprocessBoolFlags and auditBoolFlags are the commands' flags that take
+// no value; every other flag takes one (as --flag=value or --flag value).
+var (
+	reprocessBoolFlags = map[string]bool{"dry-run": true, "no-restore-point": true}
+	auditBoolFlags     = map[string]bool{}
+)
 
 // jobCommand is a pubsink command that a job runs, as these tests read its
 // command line.
@@ -38,7 +44,10 @@ type jobCommand struct {
 	boolFlags map[string]bool
 }
 
-var reprocessCommand = jobCommand{"reprocess", reprocessBoolFlags}
+var (
+	reprocessCommand = jobCommand{"reprocess", reprocessBoolFlags}
+	auditCommand     = jobCommand{"audit", auditBoolFlags}
+)
 
 // entrypoint is the image's ENTRYPOINT, from the Dockerfile's exec form.
 func entrypoint(t *testing.T) []string {
@@ -457,6 +466,132 @@ func TestReprocessCloudRunJob(t *testing.T) {
 	for file, sa := range liveCloudRunServiceAccounts(t) {
 		if got := str(j.task, "serviceAccountName"); sa == "" || got != sa {
 			t.Errorf("%s: serviceAccountName is %q, %s's %q", cloudRunReprocessJob, got, file, sa)
+		}
+	}
+}
+
+// checkAuditRange checks an audit job's range and report: a restart audits
+// the range again from its start (the audit keeps no record), so --from
+// needs an --until for the restart to audit the same range; and the
+// findings go to stdout, the job's log.
+func checkAuditRange(t *testing.T, file string, flags map[string][]string) {
+	t.Helper()
+	_, from := flags["from"]
+	_, until := flags["until"]
+	if from && !until {
+		t.Errorf("%s: --from without --until: a restarted audit would end at its own start, another range", file)
+	}
+	if r := flags["report"]; len(r) != 1 || r[0] != "-" {
+		t.Errorf("%s: --report is %q, want \"-\": the findings to stdout, which the job's log keeps", file, r)
+	}
+}
+
+// auditServiceAccount is the audit's own service account: a Kubernetes
+// one on GKE, the Google one on Cloud Run; neither is the live pipeline's,
+// which may write to Bigtable.
+const (
+	auditServiceAccount       = "pubsink-audit"
+	auditGoogleServiceAccount = auditServiceAccount + "@PROJECT_ID.iam.gserviceaccount.com"
+)
+
+// podFailureAction is what a Job's podFailurePolicy does when container
+// exits with code: the action of the first rule on exit codes that
+// matches, or "" when none does (the failure counts against backoffLimit).
+func podFailureAction(job object, container string, code int) string {
+	for _, r := range asList(get(job, "spec", "podFailurePolicy", "rules")) {
+		on := get(r, "onExitCodes")
+		if on == nil || (str(on, "containerName") != "" && str(on, "containerName") != container) {
+			continue
+		}
+		in := false
+		for _, v := range asList(get(on, "values")) {
+			in = in || num(v) == code
+		}
+		if in == (str(on, "operator") == "In") {
+			return str(r, "action")
+		}
+	}
+	return ""
+}
+
+// TestAuditJob: the Kubernetes Job (checkGKEJob) audits a range that a
+// restart audits again whole, runs as the audit's own service account,
+// which the header's commands create, fails at once on a finished audit
+// with findings (exit 4) and on bad usage (2) and retries the rest, and
+// has a writable temporary directory for its spill beside a read-only root
+// file system.
+func TestAuditJob(t *testing.T) {
+	j := checkGKEJob(t, gkeAuditJob, auditCommand)
+	checkAuditRange(t, gkeAuditJob, j.flags)
+
+	sa := str(j.pod, "serviceAccountName")
+	if sa != auditServiceAccount || sa == str(j.depPod, "serviceAccountName") {
+		t.Errorf("%s: serviceAccountName is %q, want the audit's own, %q (the Deployment's is %q)", gkeAuditJob, sa, auditServiceAccount, str(j.depPod, "serviceAccountName"))
+	}
+	header := string(readFile(t, gkeAuditJob))
+	for _, want := range []string{"create serviceaccount " + sa + "\n", "iam.gke.io/gcp-service-account=" + auditGoogleServiceAccount, "[NAMESPACE/" + sa + "]"} {
+		if !strings.Contains(header, want) {
+			t.Errorf("%s: the header's commands do not set up the Job's service account: no %q", gkeAuditJob, want)
+		}
+	}
+
+	// podFailurePolicy needs restartPolicy Never (the API refuses it with
+	// OnFailure): each attempt is a new pod.
+	if got := str(j.pod, "restartPolicy"); got != "Never" {
+		t.Errorf("%s: restartPolicy is %q, want Never: the podFailurePolicy needs it", gkeAuditJob, got)
+	}
+	for code, want := range map[int]string{
+		4: "FailJob", // findings: a retry finds the same
+		2: "FailJob", // bad usage: a retry fails the same
+		1: "",        // a runtime failure: retried
+		3: "",        // stopped by SIGTERM: retried
+	} {
+		if got := podFailureAction(j.job, pubsinkContainer, code); got != want {
+			t.Errorf("%s: on exit %d the podFailurePolicy's action is %q, want %q", gkeAuditJob, code, got, want)
+		}
+	}
+
+	// The spill's directory: os.TempDir, $TMPDIR or /tmp.
+	if get(j.container, "securityContext", "readOnlyRootFilesystem") == true {
+		tmp := "/tmp"
+		for _, e := range asList(get(j.container, "env")) {
+			if str(e, "name") == "TMPDIR" {
+				tmp = str(e, "value")
+			}
+		}
+		writable := false
+		for _, m := range asList(get(j.container, "volumeMounts")) {
+			if str(m, "mountPath") != tmp || get(m, "readOnly") == true {
+				continue
+			}
+			for _, v := range asList(get(j.pod, "volumes")) {
+				writable = writable || (str(v, "name") == str(m, "name") && get(v, "emptyDir") != nil)
+			}
+		}
+		if !writable {
+			t.Errorf("%s: the root file system is read-only and no emptyDir is mounted writable at %s, where the audit spills", gkeAuditJob, tmp)
+		}
+	}
+}
+
+// TestAuditCloudRunJob: the Cloud Run job (checkCloudRunJob) audits a
+// range that a new execution audits again whole, runs as the audit's own
+// service account, and is not retried: Cloud Run cannot tell a finished
+// audit with findings (exit 4) from a failure, and would audit the range
+// again for nothing.
+func TestAuditCloudRunJob(t *testing.T) {
+	j := checkCloudRunJob(t, cloudRunAuditJob, auditCommand)
+	checkAuditRange(t, cloudRunAuditJob, j.flags)
+	if r := get(j.task, "maxRetries"); r == nil || num(r) != 0 {
+		t.Errorf("%s: maxRetries is %v, want 0: a retry of exit 4 audits the whole range again and finds the same", cloudRunAuditJob, r)
+	}
+	got := str(j.task, "serviceAccountName")
+	if got != auditGoogleServiceAccount {
+		t.Errorf("%s: serviceAccountName is %q, want the audit's own, %q", cloudRunAuditJob, got, auditGoogleServiceAccount)
+	}
+	for file, sa := range liveCloudRunServiceAccounts(t) {
+		if got == sa {
+			t.Errorf("%s: serviceAccountName is %s's, which may write to Bigtable", cloudRunAuditJob, file)
 		}
 	}
 }
