@@ -218,12 +218,12 @@ func TestCompletionForEveryShell(t *testing.T) {
 	}
 }
 
-// TestReprocessManifestsNameTheCommandsFlags: the reprocess jobs of deploy/
-// (a Kubernetes Job, a Cloud Run job) run `pubsink reprocess` with flags
-// the command has, and the arguments its own checks ask for, parsed by the
-// real command tree. (deploy's tests check the rest: the image's
+// TestJobManifestsNameTheCommandsFlags: the jobs of deploy/ (a Kubernetes
+// Job and a Cloud Run job for each of reprocess and audit) run their
+// command with flags the command has, and the arguments its own checks ask
+// for, parsed by the real command tree. (deploy's tests check the rest: the image's
 // entrypoint, the config path, the pipeline, the range.)
-func TestReprocessManifestsNameTheCommandsFlags(t *testing.T) {
+func TestJobManifestsNameTheCommandsFlags(t *testing.T) {
 	type container struct {
 		Name string   `yaml:"name"`
 		Args []string `yaml:"args"`
@@ -250,12 +250,14 @@ func TestReprocessManifestsNameTheCommandsFlags(t *testing.T) {
 		} `yaml:"spec"`
 	}
 	manifests := []struct {
-		file string
-		into any
-		pod  *podSpec
+		file, command string
+		into          any
+		pod           *podSpec
 	}{
-		{"deploy/gke/jobs/reprocess.yaml", &gke, &gke.Spec.Template.Spec},
-		{"deploy/cloudrun/reprocess-job.yaml", &cloudRun, &cloudRun.Spec.Template.Spec.Template.Spec},
+		{"deploy/gke/jobs/reprocess.yaml", "reprocess", &gke, &gke.Spec.Template.Spec},
+		{"deploy/cloudrun/reprocess-job.yaml", "reprocess", &cloudRun, &cloudRun.Spec.Template.Spec.Template.Spec},
+		{"deploy/gke/jobs/audit.yaml", "audit", &gke, &gke.Spec.Template.Spec},
+		{"deploy/cloudrun/audit-job.yaml", "audit", &cloudRun, &cloudRun.Spec.Template.Spec.Template.Spec},
 	}
 	for _, m := range manifests {
 		t.Run(m.file, func(t *testing.T) {
@@ -277,21 +279,21 @@ func TestReprocessManifestsNameTheCommandsFlags(t *testing.T) {
 			}
 			root := newRoot(context.Background(), io.Discard, io.Discard)
 			cmd, rest, err := root.Find(args)
-			if err != nil || cmd.Name() != "reprocess" {
-				t.Fatalf("%s: args %q find the command %q (%v), want reprocess: does pubsink have the reprocess command?", m.file, args, cmd.CommandPath(), err)
+			if err != nil || cmd.Name() != m.command {
+				t.Fatalf("%s: args %q find the command %q (%v), want %s: does pubsink have the %s command?", m.file, args, cmd.CommandPath(), err, m.command, m.command)
 			}
 			if err := cmd.ParseFlags(rest); err != nil {
-				t.Fatalf("%s: pubsink reprocess refuses %q: %v", m.file, rest, err)
+				t.Fatalf("%s: pubsink %s refuses %q: %v", m.file, m.command, rest, err)
 			}
 			if extra := cmd.Flags().Args(); len(extra) > 0 {
-				t.Errorf("%s: positional arguments %q; reprocess takes none", m.file, extra)
+				t.Errorf("%s: positional arguments %q; %s takes none", m.file, extra, m.command)
 			}
 			fs := cmd.Flags()
 			if v, _ := fs.GetString("pipeline"); v == "" {
-				t.Errorf("%s: no --pipeline, which reprocess requires", m.file)
+				t.Errorf("%s: no --pipeline, which %s requires", m.file, m.command)
 			}
 			if fs.Changed("from") == fs.Changed("snapshot") {
-				t.Errorf("%s: reprocess needs exactly one of --from and --snapshot", m.file)
+				t.Errorf("%s: %s needs exactly one of --from and --snapshot", m.file, m.command)
 			}
 			if !fs.Changed("config") {
 				t.Errorf("%s: no --config: the default depends on $PUBSINK_CONFIG", m.file)

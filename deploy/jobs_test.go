@@ -20,7 +20,7 @@ import (
 // configuration, and the service account, or the audit's own) and ask for
 // a run the command can do: a reprocess it can resume, an audit whose
 // restart covers the same range. Which flags the commands have is
-// main_test.go's to check (TestReprocessManifestsNameTheCommandsFlags):
+// main_test.go's to check (TestJobManifestsNameTheCommandsFlags):
 // this package may not import the CLI.
 const (
 	gkeReprocessJob      = "gke/jobs/reprocess.yaml"
