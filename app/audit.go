@@ -25,7 +25,6 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/deadletter/inspect"
 	"github.com/pubsink/pubsink/dedupe"
-	"github.com/pubsink/pubsink/internal/logging"
 	"github.com/pubsink/pubsink/internal/spill"
 	"github.com/pubsink/pubsink/reprocess"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
@@ -101,23 +100,12 @@ func (r *auditRun) status() *auditStatus {
 // docs/reference.md, "Audit"): the plan and the summary go to out, logs and
 // the progress to logs.
 func AuditFile(ctx context.Context, path string, req AuditRequest, out, logs io.Writer) error {
-	cfg, err := LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	cfg, log, opts, err := loadJob(path, req.HTTPAddr, logs)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	_, now, err := clockFromEnv()
-	if err != nil {
-		return err
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return Audit(ctx, log, cfg, req, Options{Now: now, HTTPAddr: req.HTTPAddr}, out, logs)
+	return Audit(ctx, log, cfg, req, opts, out, logs)
 }
 
 // Audit runs req against cfg, read-only:
@@ -250,20 +238,8 @@ func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRe
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-readCtx.Done():
-				return
-			case <-t.C:
-			}
-			reporter.Show(run.gate.Progress())
-			if run.gate.Done(req.Idle) {
-				read = true
-				stopRead()
-				return
-			}
+		if read = reprocess.Watch(readCtx, run.gate, reporter, req.Idle); read {
+			stopRead()
 		}
 	}()
 	readErr := gated.Run(readCtx, ctx, func(hctx context.Context, msg *source.Message) bool {

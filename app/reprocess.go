@@ -83,23 +83,34 @@ func (r *reprocessRun) status() *reprocessStatus {
 // terminal), go to logs. A request that does not fit the file is a
 // *ConfigError.
 func ReprocessFile(ctx context.Context, path string, req ReprocessRequest, out, logs io.Writer) error {
-	cfg, err := LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	cfg, log, opts, err := loadJob(path, req.HTTPAddr, logs)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
+	return Reprocess(ctx, log, cfg, req, opts, out, logs)
+}
+
+// loadJob loads the file at path for a command that ends by itself
+// (reprocess, audit): its configuration, its logger (to logs) and the
+// App's options (the clock of $PUBSINK_CLOCK_OFFSET, --http-addr).
+func loadJob(path, httpAddr string, logs io.Writer) (*config.Config, *zap.Logger, Options, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return nil, nil, Options{}, err
+	}
+	log, err := logging.New(cfg.Log.Level, cfg.Log.Format, logs)
+	if err != nil {
+		return nil, nil, Options{}, err
+	}
 	_, now, err := clockFromEnv()
 	if err != nil {
-		return err
+		return nil, nil, Options{}, err
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return Reprocess(ctx, log, cfg, req, Options{Now: now, HTTPAddr: req.HTTPAddr}, out, logs)
+	return cfg, log, Options{Now: now, HTTPAddr: httpAddr}, nil
 }
 
 // Reprocess runs req against cfg: opts as for Open (the App of the run is
@@ -123,12 +134,7 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	if now == nil {
 		now = time.Now
 	}
-	var pc *config.Pipeline
-	for i := range cfg.Pipelines {
-		if cfg.Pipelines[i].Name == req.Pipeline {
-			pc = &cfg.Pipelines[i]
-		}
-	}
+	pc := pipelineNamed(cfg, req.Pipeline)
 	if pc == nil {
 		return &ConfigError{fmt.Errorf("reprocess: the configuration has no pipeline %q", req.Pipeline)}
 	}
@@ -297,20 +303,8 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	rangeDone := false
 	go func() {
 		defer close(done)
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-			}
-			reporter.Show(gate.Progress())
-			if gate.Done(req.Idle) {
-				rangeDone = true
-				stopRun()
-				return
-			}
+		if rangeDone = reprocess.Watch(runCtx, gate, reporter, req.Idle); rangeDone {
+			stopRun()
 		}
 	}()
 	runErr := a.Run(runCtx)

@@ -3,6 +3,8 @@ package audit
 // What the audit expects of the table and what it found there: the types
 // the read pass, the comparison and the report share.
 
+import "github.com/pubsink/pubsink/sinks"
+
 // Role is what the live pipeline did with the message an Entry comes from,
 // as the audit judges it before reading the table.
 type Role uint8
@@ -18,27 +20,23 @@ const (
 	Rival
 )
 
-// Op and Mode mirror sinks.Op and sinks.Mode (the values are the same);
-// they are repeated so that the comparison depends on nothing but this
-// package.
-type Op uint8
-
-const (
-	OpSet Op = iota
-	OpDelete
-	OpDeleteFamily
-	OpDeleteColumns
+// Op and Mode are the sink's (sinks.Op, sinks.Mode): what a change row does
+// and how a set meets its row; ModePlain is a plain mapping's row (a
+// version per distinct timestamp, no tombstones).
+type (
+	Op   = sinks.Op
+	Mode = sinks.Mode
 )
 
-// Mode is how a change mapping's set meets the row; ModePlain is a plain
-// mapping's row (a version per distinct timestamp, no tombstones).
-type Mode uint8
-
 const (
-	ModePlain Mode = iota
-	ModeUpsert
-	ModeInsert
-	ModeReplaceIfNewer
+	OpSet              = sinks.OpSet
+	OpDelete           = sinks.OpDelete
+	OpDeleteFamily     = sinks.OpDeleteFamily
+	OpDeleteColumns    = sinks.OpDeleteColumns
+	ModePlain          = sinks.ModePlain
+	ModeUpsert         = sinks.ModeUpsert
+	ModeInsert         = sinks.ModeInsert
+	ModeReplaceIfNewer = sinks.ModeReplaceIfNewer
 )
 
 // Entry is one cell a message's mapping gives (or, for a change row with

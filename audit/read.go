@@ -146,7 +146,7 @@ func (a *Auditor) spill(msg *source.Message, r *mapping.Result, role Role, mayBe
 			Table: cmp.Or(row.Table, p.Sink.Table), Row: row.Key, Family: cmp.Or(row.Family, p.Sink.ColumnFamily),
 			Timestamp: int64(cbt.Timestamp(row.Timestamp.UnixMicro()).TruncateToMilliseconds()),
 			MessageID: msg.ID, PublishTime: msg.PublishTime.UnixMicro(), Key: r.Key, Role: role, MayBeLate: mayBeLate,
-			Op: Op(row.Change.Op), Mode: Mode(row.Change.Mode), Delete: row.Change.Delete,
+			Op: row.Change.Op, Mode: row.Change.Mode, Delete: row.Change.Delete,
 		}
 		if role == Winner {
 			a.widen(e.Timestamp)

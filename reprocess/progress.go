@@ -1,6 +1,7 @@
 package reprocess
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -87,5 +88,24 @@ func (r *Reporter) Show(p Progress) {
 func (r *Reporter) Close() {
 	if r.bar != nil {
 		r.bar.Finish()
+	}
+}
+
+// Watch shows the gate's progress on r four times a second until ctx ends
+// (false) or the range is done, no message of it having arrived for idle
+// and none in flight (true).
+func Watch(ctx context.Context, g *Gate, r *Reporter, idle time.Duration) bool {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		r.Show(g.Progress())
+		if g.Done(idle) {
+			return true
+		}
 	}
 }
