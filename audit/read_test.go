@@ -67,6 +67,7 @@ func TestTheReadPassJudgesEachMessage(t *testing.T) {
 		msg("bad2", "k6", `not json`), // dead-lettered, no copy: missing
 		msg("rej", "k2", `{"n":9}`),   // a rival (k2 names m1), whatever its copy
 		msg("rej2", "k7", `{"n":9}`),  // nothing named
+		msg("rej3", "k8", `{"n":9}`),  // a winner the output holds a copy of: dead-lettered
 	} {
 		if err := a.Message(context.Background(), m); err != nil {
 			t.Fatalf("%s: %v", m.ID, err)
