@@ -197,7 +197,8 @@ func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRe
 	if err != nil {
 		return err
 	}
-	acf := audit.Config{Pipeline: *pc, Mapper: mp, DeadLetters: deadLetters, Report: audit.NewReport(report)}
+	acf := audit.Config{Pipeline: *pc, Mapper: mp, DeadLetters: deadLetters, Report: audit.NewReport(report),
+		ClaimsSince: start.Add(-pc.Dedupe.Window - time.Hour)}
 	if pc.ExactlyOnce() && !pc.KeyIsMessageID() {
 		lc := dedupe.NewLiveCatalog(stateClient, cfg.State.Table, pc.Name)
 		defer lc.Close(context.WithoutCancel(ctx))

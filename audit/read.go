@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	cbt "cloud.google.com/go/bigtable"
 
@@ -44,6 +45,11 @@ type Config struct {
 	// (exactly_once, keyed by source.id_attribute or id_template); nil
 	// otherwise.
 	Catalog Catalog
+	// ClaimsSince is the oldest publish time whose key's claim the live
+	// catalog still holds (claims are collected dedupe.window + 1 h after
+	// they were made): only a message published since can be judged maybe
+	// late by the catalog naming nothing for its key.
+	ClaimsSince time.Time
 	// DeadLetters are the reasons of the pipeline's dead-letter copies, by
 	// the original's message ID.
 	DeadLetters map[string]deadletter.Reason
@@ -105,7 +111,7 @@ func (a *Auditor) Message(ctx context.Context, msg *source.Message) error {
 		}
 		switch {
 		case len(named) == 0:
-			mayBeLate = a.mayDropLate
+			mayBeLate = a.mayDropLate && !msg.PublishTime.Before(a.cfg.ClaimsSince)
 		case !slices.Contains(named, msg.ID):
 			role = Rival
 		}

@@ -51,10 +51,10 @@ func TestTheReadPassJudgesEachMessage(t *testing.T) {
 	var out bytes.Buffer
 	sorter := spill.New(t.TempDir(), 0)
 	defer sorter.Close()
-	a := New(Config{Pipeline: p, Mapper: m, Report: NewReport(&out), Spill: sorter,
+	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	a := New(Config{Pipeline: p, ClaimsSince: at, Mapper: m, Report: NewReport(&out), Spill: sorter,
 		Catalog:     names{"k1": {"m1"}, "k2": {"m1"}},
 		DeadLetters: map[string]deadletter.Reason{"bad1": deadletter.InvalidPayload, "rej": deadletter.SinkRejected, "rej3": deadletter.SinkRejected}})
-	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
 	msg := func(id, key, data string) *source.Message {
 		return &source.Message{ID: id, Data: []byte(data), Attributes: map[string]string{"id": key}, PublishTime: at}
 	}
@@ -67,15 +67,16 @@ func TestTheReadPassJudgesEachMessage(t *testing.T) {
 		msg("bad2", "k6", `not json`), // dead-lettered, no copy: missing
 		msg("rej", "k2", `{"n":9}`),   // a rival (k2 names m1), whatever its copy
 		msg("rej2", "k7", `{"n":9}`),  // nothing named
-		msg("rej3", "k8", `{"n":9}`),  // a winner the output holds a copy of: dead-lettered
+		{ID: "old", Data: []byte(`{"n":5}`), Attributes: map[string]string{"id": "k9"}, PublishTime: at.Add(-time.Second)}, // its claim may be collected: not late
+		msg("rej3", "k8", `{"n":9}`), // a winner the output holds a copy of: dead-lettered
 	} {
 		if err := a.Message(context.Background(), m); err != nil {
 			t.Fatalf("%s: %v", m.ID, err)
 		}
 	}
 	s := a.Summary()
-	if s.Messages != 9 || s.Winners != 3 || s.Rivals != 2 || s.Filtered != 1 || s.DeadLettered != 2 || s.Missing != 1 || s.MissingMessages != 1 {
-		t.Errorf("summary %+v, want 9 messages: 3 winners, 2 rivals, 1 filtered, 2 dead-lettered, 1 missing", s)
+	if s.Messages != 10 || s.Winners != 4 || s.Rivals != 2 || s.Filtered != 1 || s.DeadLettered != 2 || s.Missing != 1 || s.MissingMessages != 1 {
+		t.Errorf("summary %+v, want 10 messages: 4 winners, 2 rivals, 1 filtered, 2 dead-lettered, 1 missing", s)
 	}
 	var f struct {
 		Kind, MessageID, Detail string
@@ -101,7 +102,7 @@ func TestTheReadPassJudgesEachMessage(t *testing.T) {
 		if e.MayBeLate {
 			role += ",late?"
 		}
-		if e.Table != "tbl" || e.Family != "d" || e.Column != "n" || e.Timestamp != at.UnixMicro() {
+		if e.Table != "tbl" || e.Family != "d" || e.Column != "n" || e.Timestamp != e.PublishTime {
 			t.Errorf("entry %+v: want table tbl, family d, column n at the publish time", e)
 		}
 		got = append(got, e.MessageID+":"+role+":"+string(e.Value))
@@ -110,7 +111,7 @@ func TestTheReadPassJudgesEachMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(got)
-	want := []string{"m1:winner:1", "m2:rival:2", "m3:winner,late?:3", "rej2:winner,late?:9", "rej:rival:9"}
+	want := []string{"m1:winner:1", "m2:rival:2", "m3:winner,late?:3", "rej2:winner,late?:9", "rej:rival:9", "old:winner:5"}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("spilled %v, want %v", got, want)
