@@ -150,8 +150,12 @@ var pageCharts = map[string][]string{
 }
 
 // section returns the pipeline's section of a page, "" if there is none.
-func section(page, name string) string {
-	_, after, ok := strings.Cut(page, `<section class="pipeline" id="pipeline-`+name+`">`)
+func section(page, name string) string { return sectionByID(page, "pipeline-"+name) }
+
+// sectionByID returns the page's section with that id ("reprocess",
+// "audit", "pipeline-orders"), "" if there is none.
+func sectionByID(page, id string) string {
+	_, after, ok := strings.Cut(page, `<section class="pipeline" id="`+id+`">`)
 	if !ok {
 		return ""
 	}
@@ -424,37 +428,10 @@ func TestPageHistoryIsBounded(t *testing.T) {
 // activity, and the warning of a filter that drops every message, and its
 // screenshot is a real image.
 func TestStatusPageInChromium(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatal("no chromium on PATH: .ci/run installs it (apt-get install chromium)")
-		}
-		t.Skip("no chromium on PATH (with CI=true this is a failure)")
-	}
+	chrome := headlessChromium(t)
 	a, base := startPageApp(t)
 	seedHistory(a, time.Now()) // charts with lines, for the test and the README's screenshot
 	dir := t.TempDir()
-	chrome := func(args ...string) []byte {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1280,1700"}, args...)
-		var stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, browser, args...)
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s %v: %v\n%s", browser, args, err, stderr.String())
-		}
-		return out
-	}
 	// As a reprocess shows itself: its run, the live pipeline, its
 	// progress.
 	from := time.Now().Add(-time.Hour)
@@ -497,5 +474,42 @@ func TestStatusPageInChromium(t *testing.T) {
 		if err := os.WriteFile(*screenshot, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// headlessChromium returns a function that runs headless Chromium
+// (Debian's chromium; CI installs it) 1280 pixels wide with the arguments
+// given, and returns its stdout, failing the test if it fails. Without a
+// chromium on PATH it skips the test, or fails it with CI=true.
+func headlessChromium(t *testing.T) func(args ...string) []byte {
+	t.Helper()
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal("no chromium on PATH: .ci/run installs it (apt-get install chromium)")
+		}
+		t.Skip("no chromium on PATH (with CI=true this is a failure)")
+	}
+	profile := filepath.Join(t.TempDir(), "profile")
+	return func(args ...string) []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--user-data-dir=" + profile, "--window-size=1280,1700"}, args...)
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, browser, args...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", browser, args, err, stderr.String())
+		}
+		return out
 	}
 }
