@@ -505,7 +505,7 @@ func (a *App) Status() any {
 	if r := a.opts.reprocess; r != nil {
 		out.Reprocess = r.status()
 	}
-	if r := a.opts.audit; r != nil && r.auditor != nil {
+	if r := a.opts.audit; r != nil {
 		out.Audit = r.status()
 	}
 	return out

@@ -63,13 +63,14 @@ var ErrAuditStopped = errors.New("audit stopped before it was done; run the same
 // the CLI exits 4.
 var ErrAuditFindings = errors.New("audit: something is missing or doubled")
 
-// auditRun is an audit in /status and on the status page.
+// auditRun is an audit in /status and on the status page, from its start.
 type auditRun struct {
-	name, pipeline, subscription string
+	name, pipeline, subscription string // set before the HTTP server serves
 	gate                         *reprocess.Gate
-	auditor                      *audit.Auditor
-	mu                           sync.Mutex
-	phase                        string
+
+	mu      sync.Mutex
+	phase   string
+	auditor *audit.Auditor // nil while starting
 }
 
 // auditStatus is the audit in /status.
@@ -88,12 +89,22 @@ func (r *auditRun) setPhase(p string) {
 	r.mu.Unlock()
 }
 
+// started sets the auditor, whose counts /status shows from then on.
+func (r *auditRun) started(a *audit.Auditor) {
+	r.mu.Lock()
+	r.auditor = a
+	r.mu.Unlock()
+}
+
 func (r *auditRun) status() *auditStatus {
 	r.mu.Lock()
-	phase := r.phase
+	phase, a := r.phase, r.auditor
 	r.mu.Unlock()
-	return &auditStatus{Name: r.name, Pipeline: r.pipeline, Subscription: r.subscription, Phase: phase,
-		Progress: r.gate.Progress(), Summary: r.auditor.Summary()}
+	st := &auditStatus{Name: r.name, Pipeline: r.pipeline, Subscription: r.subscription, Phase: phase, Progress: r.gate.Progress()}
+	if a != nil {
+		st.Summary = a.Summary()
+	}
+	return st
 }
 
 // AuditFile audits the file at path (see the command's help and
@@ -157,7 +168,8 @@ func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRe
 	// clients; it runs no pipeline.
 	acfg := *cfg
 	acfg.Pipelines = nil
-	run := &auditRun{name: name, pipeline: pc.Name, phase: "starting", gate: reprocess.NewGate(rf.from, until, now)}
+	live := cfg.SubscriptionName(pc.Source.Subscription)
+	run := &auditRun{name: name, pipeline: pc.Name, subscription: live + "-audit-" + stamp, phase: "starting", gate: reprocess.NewGate(rf.from, until, now)}
 	opts.audit = run
 	a, err := Open(ctx, log, &acfg, opts)
 	if err != nil {
@@ -168,7 +180,6 @@ func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRe
 		a.closeClients()
 	}()
 	ps := a.pubsub
-	live := cfg.SubscriptionName(pc.Source.Subscription)
 	liveSub, err := ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: live})
 	if err != nil {
 		return fmt.Errorf("audit: the live subscription %s: %w", live, err)
@@ -208,9 +219,8 @@ func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRe
 	defer sorter.Close()
 	acf.Spill = sorter
 	auditor := audit.New(acf)
-	run.auditor = auditor
+	run.started(auditor)
 
-	run.subscription = live + "-audit-" + stamp
 	if err := createAuditSubscription(ctx, ps, liveSub, run.subscription, rf); err != nil {
 		return err
 	}

@@ -229,7 +229,7 @@ func (pg *page) data(ctx context.Context) pageData {
 	if r := a.opts.reprocess; r != nil {
 		d.Reprocess = r.status()
 	}
-	if r := a.opts.audit; r != nil && r.auditor != nil {
+	if r := a.opts.audit; r != nil {
 		d.Audit = r.status()
 	}
 	for _, p := range a.Pipelines() {

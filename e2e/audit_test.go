@@ -209,8 +209,13 @@ func TestAuditFindsExactlyWhatWasDamaged(t *testing.T) {
 	// Stopped part-way (--rate keeps it reading): exit 3, no subscription
 	// left behind.
 	stopped := e.startJob("audit", path, append(args(filepath.Join(e.dir, "stopped.jsonl")), "--rate", "20")...)
-	pollUntil(t, "the audit reading", 30*time.Second, func() bool { return strings.Contains(stopped.out.String(), "reading") })
-	time.Sleep(2 * time.Second)
+	pollUntil(t, "the audit reading, in its /status", 30*time.Second, func() bool {
+		st := stopped.status(t).Audit
+		return st != nil && st.Phase == "reading" && st.Summary.Messages > 0 && st.Progress.Done > 0
+	})
+	if st := stopped.status(t).Audit; st.Pipeline != "e2e" || !strings.HasPrefix(st.Name, "e2e~a") {
+		t.Errorf("the audit's /status: %+v", st)
+	}
 	stopped.cmd.Process.Signal(syscall.SIGTERM)
 	if code := stopped.wait(t, time.Minute); code != 3 {
 		t.Fatalf("audit stopped by SIGTERM: exit %d, want 3\n%s", code, stopped.out.String())

@@ -87,6 +87,17 @@ type runStatus struct {
 			Done int64 `json:"done"`
 		} `json:"progress"`
 	} `json:"reprocess"`
+	Audit *struct {
+		Name     string `json:"name"`
+		Pipeline string `json:"pipeline"`
+		Phase    string `json:"phase"`
+		Progress struct {
+			Done int64 `json:"done"`
+		} `json:"progress"`
+		Summary struct {
+			Messages int64 `json:"messages"`
+		} `json:"summary"`
+	} `json:"audit"`
 }
 
 // status reads the run's /status; zero while it does not answer.
