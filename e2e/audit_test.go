@@ -134,6 +134,9 @@ func TestAuditFindsExactlyWhatWasDamaged(t *testing.T) {
 	if code := a.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("audit of an undamaged range: exit %d, want 0\n%s", code, a.out.String())
 	}
+	if os.Getenv("PUBSINK_AUDIT_SHOW") != "" {
+		t.Logf("the clean audit's stdout:\n%s", a.out.String())
+	}
 	if got := readReport(t, clean); len(got) > 0 {
 		t.Fatalf("audit of an undamaged range reported %v", got)
 	}
@@ -243,7 +246,7 @@ func TestAuditFindsExactlyWhatWasDamaged(t *testing.T) {
 	}
 	if os.Getenv("PUBSINK_AUDIT_SHOW") != "" {
 		report, _ := os.ReadFile(damaged)
-		t.Logf("stdout:\n%s\nreport:\n%s", a.out.String(), report)
+		t.Logf("the damaged audit's stdout:\n%s\nreport:\n%s", a.out.String(), report)
 	}
 
 	// A range the topic does not retain.
