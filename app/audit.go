@@ -130,7 +130,21 @@ func AuditFile(ctx context.Context, path string, req AuditRequest, out, logs io.
 //     until no message of the range arrived for --idle.
 //  5. The compare pass (audit.Auditor.Compare), the subscription deleted,
 //     the summary.
+//
+// Stopped (ctx) at any step, it says so and returns ErrAuditStopped.
 func Audit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRequest, opts Options, out, progress io.Writer) error {
+	err := runAudit(ctx, log, cfg, req, opts, out, progress)
+	var ce *ConfigError
+	if err == nil || ctx.Err() == nil || errors.Is(err, ErrAuditStopped) || errors.Is(err, ErrAuditFindings) || errors.As(err, &ce) {
+		return err
+	}
+	// Stopped during a step that returned ctx's error (the start-up
+	// checks, the dead-letter output, the subscription).
+	fmt.Fprintf(out, "audit of %s: stopped before its read; run the same command again to audit the range\n", req.Pipeline)
+	return ErrAuditStopped
+}
+
+func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req AuditRequest, opts Options, out, progress io.Writer) error {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
