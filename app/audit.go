@@ -56,9 +56,9 @@ const DefaultAuditIdle = DefaultReprocessIdle
 const auditSpillMemory = 64 << 20
 
 // auditSpillMemoryEnv overrides auditSpillMemory, in bytes. It is a knob
-// for tests and measurements only (e2e's TestMeasureAudit lowers it to show
-// that memory stays bounded once the entries spill), not documented for
-// users: the reference promises the 64 MiB bound.
+// to bound a small job's memory, and for measurements (e2e's
+// TestMeasureAudit lowers it to show that memory stays bounded once the
+// entries spill); docs/reference.md, "Environment".
 const auditSpillMemoryEnv = "PUBSINK_AUDIT_SPILL_MEMORY"
 
 // spillMemory is auditSpillMemory, or the positive byte count in
