@@ -31,7 +31,7 @@ package mapping
 //	date                           string           2024-05-06
 //	time-millis                    string           07:08:09.123
 //	time-micros                    string           07:08:09.123456
-//	decimal (bytes or fixed)       Decimal          -12.34 (exactly scale digits after the point;
+//	decimal (bytes or fixed)       value.Decimal          -12.34 (exactly scale digits after the point;
 //	                                                 a number, unquoted, inside JSON)
 //	uuid (string)                  string           123e4567-e89b-12d3-a456-426614174000, as sent
 //	uuid (fixed 16) (2)            string           the same text, lower-case hex
@@ -96,6 +96,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+	"github.com/pubsink/pubsink/mapping/value"
 )
 
 // avroCodec is a compiled Avro schema. It is immutable and safe for
@@ -545,7 +546,7 @@ func (n *avroNode) fromBytes(b []byte) (any, error) {
 // avroDecimal is the decimal text of the big-endian two's complement
 // unscaled value b with scale digits after the point. maxLen > 0 bounds b's
 // length, without its redundant sign bytes.
-func avroDecimal(b []byte, scale, maxLen int) (Decimal, error) {
+func avroDecimal(b []byte, scale, maxLen int) (value.Decimal, error) {
 	for len(b) > 1 && (b[0] == 0 && b[1] < 0x80 || b[0] == 0xff && b[1] >= 0x80) {
 		b = b[1:]
 	}
@@ -586,7 +587,7 @@ func avroDecimal(b []byte, scale, maxLen int) (Decimal, error) {
 	default: // 0.0012
 		out = append(append(append(out, '0', '.'), strings.Repeat("0", -whole)...), digits...)
 	}
-	return Decimal(out), nil
+	return value.Decimal(out), nil
 }
 
 // widenFloat32 is the float64 nearest the shortest decimal that reads back
@@ -606,7 +607,7 @@ func widenFloat32(f float32) float64 {
 // avroDefault converts a field's default, as hamba/avro parsed it, to the
 // value model.
 func avroDefault(n *avroNode, v any, depth int) (any, error) {
-	if depth > maxDepth {
+	if depth > value.MaxDepth {
 		return nil, errAvroDeep
 	}
 	bad := fmt.Errorf("default %v does not fit type %s", v, n.describe())

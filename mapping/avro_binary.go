@@ -13,10 +13,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pubsink/pubsink/mapping/value"
 )
 
 var (
-	errAvroDeep = fmt.Errorf("nested more than %d levels deep", maxDepth)
+	errAvroDeep = fmt.Errorf("nested more than %d levels deep", value.MaxDepth)
 	errAvroEOF  = errors.New("unexpected end of data")
 )
 
@@ -48,10 +50,10 @@ func avroAt(err error, step string) error {
 	return &avroPathError{path: []string{step}, err: err}
 }
 
-// decode reads one datum of the schema from data: Avro's binary encoding,
+// Decode reads one datum of the schema from data: Avro's binary encoding,
 // or its JSON encoding when json is set. The datum must take all of data.
 // Errors wrap template.ErrInvalidPayload.
-func (c *avroCodec) decode(data []byte, isJSON bool) (any, error) {
+func (c *avroCodec) Decode(data []byte, isJSON bool) (any, error) {
 	var (
 		v   any
 		err error
@@ -75,7 +77,7 @@ func (c *avroCodec) decode(data []byte, isJSON bool) (any, error) {
 		v, err = d.value(c.root, 0)
 	}
 	if err != nil {
-		return nil, errDecode("avro", err)
+		return nil, value.DecodeError("avro", err)
 	}
 	return v, nil
 }
@@ -181,7 +183,7 @@ func (d *avroBinaryDecoder) blockCount(size int) (int, error) {
 }
 
 func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
-	if depth > maxDepth {
+	if depth > value.MaxDepth {
 		return nil, errAvroDeep
 	}
 	switch n.kind {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -36,7 +37,7 @@ func FuzzAvroDecode(f *testing.F) {
 	bin, js := avroList(20)
 	f.Add(uint8(1), false, bin)
 	f.Add(uint8(1), true, js)
-	deep, deepJS := avroList(maxDepth + 2)
+	deep, deepJS := avroList(value.MaxDepth + 2)
 	f.Add(uint8(1), false, deep)
 	f.Add(uint8(1), true, deepJS)
 	f.Add(uint8(2), false, avroCat(avroVarint(1), []byte("x"), avroVarint(0), avroVarint(3), avroVarint(0), avroVarint(1), avroVarint(1), []byte("k"), avroVarint(0)))
@@ -58,7 +59,7 @@ func FuzzAvroDecode(f *testing.F) {
 		)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		v, err = c.decode(data, isJSON)
+		v, err = c.Decode(data, isJSON)
 		runtime.ReadMemStats(&after)
 		if alloc, limit := after.TotalAlloc-before.TotalAlloc, uint64(1<<20+512*len(data)); alloc > limit {
 			t.Errorf("allocated %d bytes for a %d-byte payload (limit %d)", alloc, len(data), limit)
@@ -73,10 +74,10 @@ func FuzzAvroDecode(f *testing.F) {
 		if limit := 3*len(data) + 1024; nodes > limit {
 			t.Errorf("%d nodes from a %d-byte payload (limit %d)", nodes, len(data), limit)
 		}
-		if depth > maxDepth {
+		if depth > value.MaxDepth {
 			t.Errorf("a tree %d levels deep", depth)
 		}
-		if _, err := appendJSON(nil, v, 0); err != nil {
+		if _, err := value.AppendJSON(nil, v, 0); err != nil {
 			t.Errorf("the tree does not render: %v", err)
 		}
 	})
@@ -85,7 +86,7 @@ func FuzzAvroDecode(f *testing.F) {
 // avroCountNodes counts v's nodes and returns the depth of its deepest,
 // failing on a Go type outside the value model.
 func avroCountNodes(t *testing.T, v any, depth int) (nodes, deepest int) {
-	if depth > maxDepth+1 {
+	if depth > value.MaxDepth+1 {
 		return 1, depth // deep enough to fail; no need to go on
 	}
 	nodes, deepest = 1, depth
@@ -103,7 +104,7 @@ func avroCountNodes(t *testing.T, v any, depth int) (nodes, deepest int) {
 		for _, e := range x {
 			add(e)
 		}
-	case nil, bool, int64, float64, string, []byte, Decimal, time.Time:
+	case nil, bool, int64, float64, string, []byte, value.Decimal, time.Time:
 	default:
 		t.Fatalf("a %T in the tree", v)
 	}

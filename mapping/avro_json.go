@@ -49,6 +49,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/pubsink/pubsink/mapping/value"
 )
 
 // avroJSONDecoder reads Avro's JSON encoding, directed by the schema: every
@@ -316,7 +318,7 @@ func (d *avroJSONDecoder) codePoints() ([]byte, error) {
 }
 
 func (d *avroJSONDecoder) value(n *avroNode, depth int) (any, error) {
-	if depth > maxDepth {
+	if depth > value.MaxDepth {
 		return nil, errAvroDeep
 	}
 	c := d.next()
@@ -558,8 +560,8 @@ func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
 // skipValue reads one JSON value of any shape and drops it: an object
 // member that the record does not name. It nests at most maxDepth levels.
 func (d *avroJSONDecoder) skipValue(depth int) error {
-	if depth > maxDepth {
-		return errTooDeep
+	if depth > value.MaxDepth {
+		return value.ErrTooDeep
 	}
 	switch c := d.next(); {
 	case c == '"':

@@ -1,6 +1,6 @@
 package mapping
 
-// Checking placeholder paths against an Avro schema: checkPath tells, when
+// Checking placeholder paths against an Avro schema: CheckPath tells, when
 // a mapping compiles, whether a {data.…} placeholder names a field that the
 // compiled schema (avro.go) can hold.
 
@@ -8,23 +8,25 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pubsink/pubsink/mapping/schema"
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
-// avroEachStep, in a path given to checkPath, stands for "every element" of
+// avroEachStep, in a path given to CheckPath, stands for "every element" of
 // the array before it: a mapping with `each: data.readings` can check its
-// {item.value} as checkPath([readings, avroEachStep, value]). The steps
+// {item.value} as CheckPath([readings, avroEachStep, value]). The steps
 // after the last avroEachStep are the placeholder's own, from {item}.
 var avroEachStep = template.Segment{Key: "[]", Index: -2}
 
-// checkPath checks that path, a {data.…} placeholder's, names a field that
+// CheckPath checks that path, a {data.…} placeholder's, names a field that
 // the schema can hold (mapping.go's pathChecker): it walks records (by field
 // name), maps (any key), arrays (a numeric index, or avroEachStep), and
 // unions (any branch that has the rest of the path); any other type is a
 // leaf, logical types included. The caller prefixes the placeholder:
 //
 //	{data.sensr}: no field "sensr" in record Reading; did you mean "sensor"?
-func (c *avroCodec) checkPath(path []template.Segment) error {
+func (c *avroCodec) CheckPath(path []template.Segment) error {
 	own, root := 0, "data"
 	for i, s := range path {
 		if s.Index == avroEachStep.Index {
@@ -45,7 +47,7 @@ func avroCheck(n *avroNode, path []template.Segment, i int, root string, own int
 		case i == own:
 			return root
 		case i > own:
-			return root + "." + pathText(path[own:i])
+			return root + "." + value.PathText(path[own:i])
 		}
 		var keys []string // within each's path
 		for _, s := range path[:i] {
@@ -72,7 +74,7 @@ func avroCheck(n *avroNode, path []template.Segment, i int, root string, own int
 			for k, f := range n.fields {
 				names[k] = f.name
 			}
-			if s := closest(seg.Key, names); s != "" { // expr_errors.go's
+			if s := schema.Closest(seg.Key, names); s != "" { // expr_errors.go's
 				e.msg += fmt.Sprintf("; did you mean %q?", s)
 				e.rank = 2
 			}
@@ -117,7 +119,7 @@ func avroCheck(n *avroNode, path []template.Segment, i int, root string, own int
 	return &avroPathCheckError{msg: fmt.Sprintf("%s has type %s, not a record, map or array: it has no %q", at(), n.describe(), seg.Key)}
 }
 
-// avroPathCheckError is checkPath's complaint about a record's field (rank
+// avroPathCheckError is CheckPath's complaint about a record's field (rank
 // 1, 2 with a suggestion) or a leaf (0); of its branches' complaints, a
 // union's check returns the first of the highest rank. Other errors rank 1.
 type avroPathCheckError struct {

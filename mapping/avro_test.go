@@ -18,6 +18,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -162,11 +163,11 @@ var avroRenderings = []struct {
 func TestAvroDecodeAllTypes(t *testing.T) {
 	schema := avroSchemaFile(t, "all_types.avsc")
 	c := mustAvro(t, schema)
-	bin, err := c.decode(avroMarshal(t, schema, allTypesValue()), false)
+	bin, err := c.Decode(avroMarshal(t, schema, allTypesValue()), false)
 	if err != nil {
 		t.Fatalf("binary: %v", err)
 	}
-	js, err := c.decode([]byte(avroSchemaFile(t, "all_types.json")), true)
+	js, err := c.Decode([]byte(avroSchemaFile(t, "all_types.json")), true)
 	if err != nil {
 		t.Fatalf("JSON: %v", err)
 	}
@@ -175,7 +176,7 @@ func TestAvroDecodeAllTypes(t *testing.T) {
 		v    any
 	}{{"binary", bin}, {"JSON", js}} {
 		for _, r := range avroRenderings {
-			got, err := tree{enc.v}.AppendPath([]byte("<"), avroSegments(r.path))
+			got, err := value.Tree{V: enc.v}.AppendPath([]byte("<"), avroSegments(r.path))
 			switch {
 			case r.err != nil && !errors.Is(err, r.err):
 				t.Errorf("%s %s: error %v, want %v", enc.name, r.path, err, r.err)
@@ -195,7 +196,7 @@ func TestAvroDecodeAllTypes(t *testing.T) {
 	types := map[string]any{
 		"count": int64(0), "ratio": 0.0, "raw": []byte(nil), "hash": []byte(nil), "status": "",
 		"location": map[string]any(nil), "samples": []any(nil), "ts_us": time.Time{}, "day": "",
-		"t_ms": "", "price": Decimal(""), "amount": Decimal(""), "fid": "",
+		"t_ms": "", "price": value.Decimal(""), "amount": value.Decimal(""), "fid": "",
 	}
 	for k, want := range types {
 		if reflect.TypeOf(m[k]) != reflect.TypeOf(want) {
@@ -210,7 +211,7 @@ func TestAvroDecodeAllTypes(t *testing.T) {
 	}
 
 	// The whole record is compact JSON.
-	whole, err := tree{bin}.AppendPath(nil, nil)
+	whole, err := value.Tree{V: bin}.AppendPath(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestAvroJSON(t *testing.T) {
 		{name: "control character", json: "{\"s\": \"a\x01\"}", err: "control character"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := c.decode([]byte(tc.json), true)
+			v, err := c.Decode([]byte(tc.json), true)
 			if tc.err != "" {
 				if err == nil || !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want invalid payload with %q", err, tc.err)
@@ -362,7 +363,7 @@ func TestAvroJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := tree{v}.AppendPath(nil, avroSegments(tc.path))
+			got, err := value.Tree{V: v}.AppendPath(nil, avroSegments(tc.path))
 			if err != nil || string(got) != tc.want {
 				t.Fatalf("%s = %q, %v; want %q", tc.path, got, err, tc.want)
 			}
@@ -378,8 +379,8 @@ func TestAvroJSON(t *testing.T) {
 		{[]byte(`{"a": [null, 1]}`), true},
 		{avroCat(avroVarint(1), avroVarint(1), []byte("a"), avroVarint(2), avroVarint(0), avroVarint(1), avroVarint(1), avroVarint(0), avroVarint(0)), false},
 	} {
-		v, err := nm.decode(in.data, in.isJSON)
-		got, _ := tree{v}.AppendPath(nil, nil)
+		v, err := nm.Decode(in.data, in.isJSON)
+		got, _ := value.Tree{V: v}.AppendPath(nil, nil)
 		if err != nil || string(got) != `{"a":[null,1]}` {
 			t.Errorf("nulls in a map and an array (JSON %v): %s, %v", in.isJSON, got, err)
 		}
@@ -394,7 +395,7 @@ func TestAvroJSON(t *testing.T) {
 	delete(m, "level")
 	delete(m, "missing")
 	b, _ := json.Marshal(m)
-	v, err := c2.decode(b, true)
+	v, err := c2.Decode(b, true)
 	if err != nil {
 		t.Fatalf("without the fields that have defaults: %v", err)
 	}
@@ -405,7 +406,7 @@ func TestAvroJSON(t *testing.T) {
 	}
 	delete(m, "sensor")
 	b, _ = json.Marshal(m)
-	if _, err := c2.decode(b, true); err == nil || !strings.Contains(err.Error(), `lacks field "sensor"`) {
+	if _, err := c2.Decode(b, true); err == nil || !strings.Contains(err.Error(), `lacks field "sensor"`) {
 		t.Errorf("without sensor: %v", err)
 	}
 
@@ -422,18 +423,18 @@ func TestAvroJSON(t *testing.T) {
 		}
 	}
 	wide := mustAvro(t, `{"type": "record", "name": "Wide", "fields": [`+strings.Join(fields, ",")+`]}`)
-	if v, err := wide.decode([]byte(`{"f0": 5, `+strings.Join(members, ", ")+`}`), true); err != nil || v.(map[string]any)["f69"] != int64(7) || v.(map[string]any)["f0"] != int64(0) {
+	if v, err := wide.Decode([]byte(`{"f0": 5, `+strings.Join(members, ", ")+`}`), true); err != nil || v.(map[string]any)["f69"] != int64(7) || v.(map[string]any)["f0"] != int64(0) {
 		t.Errorf("70 fields: %v, %v", v, err)
 	}
-	if _, err := wide.decode([]byte(`{`+strings.Join(members[1:], ", ")+`, "f1": 1}`), true); err == nil || !strings.Contains(err.Error(), `lacks field "f0"`) {
+	if _, err := wide.Decode([]byte(`{`+strings.Join(members[1:], ", ")+`, "f1": 1}`), true); err == nil || !strings.Contains(err.Error(), `lacks field "f0"`) {
 		t.Errorf("70 fields without f0: %v", err)
 	}
 
 	// Defaults are copied: changing one decoded tree leaves the next alone.
-	v1, _ := c.decode([]byte(`{}`), true)
+	v1, _ := c.Decode([]byte(`{}`), true)
 	v1.(map[string]any)["sub"].(map[string]any)["string"] = "changed"
 	v1.(map[string]any)["b"].([]byte)[0] = 0
-	v2, _ := c.decode([]byte(`{}`), true)
+	v2, _ := c.Decode([]byte(`{}`), true)
 	if got := v2.(map[string]any); got["sub"].(map[string]any)["string"] != "dflt" || got["b"].([]byte)[0] != 0xff {
 		t.Errorf("a default was shared between decodes: %v", got)
 	}
@@ -461,7 +462,7 @@ func TestAvroCompileErrors(t *testing.T) {
 	// Two revisions may define the same name differently.
 	a := mustAvro(t, `{"type": "record", "name": "V", "fields": [{"name": "a", "type": "int"}]}`)
 	b := mustAvro(t, `{"type": "record", "name": "V", "fields": [{"name": "b", "type": "string"}]}`)
-	if a.checkPath(avroSegments("a")) != nil || b.checkPath(avroSegments("b")) != nil {
+	if a.CheckPath(avroSegments("a")) != nil || b.CheckPath(avroSegments("b")) != nil {
 		t.Error("revisions of one name mixed up")
 	}
 }
@@ -544,7 +545,7 @@ func TestAvroHostile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			alloc := avroAllocated(func() { _, err = codecs[tc.schema].decode(tc.data, false) })
+			alloc := avroAllocated(func() { _, err = codecs[tc.schema].Decode(tc.data, false) })
 			if err == nil || !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("error %v, want invalid payload with %q", err, tc.err)
 			}
@@ -555,16 +556,16 @@ func TestAvroHostile(t *testing.T) {
 	}
 
 	// Bytes after the datum are ignored, as Pub/Sub ignores them.
-	if v, err := codecs["int"].decode([]byte{2, 0}, false); err != nil || v != int64(1) {
+	if v, err := codecs["int"].Decode([]byte{2, 0}, false); err != nil || v != int64(1) {
 		t.Errorf("an int and a stray byte: %v, %v; want 1", v, err)
 	}
 	// The budget of zero-byte items lets a payload's worth through.
-	v, err := codecs["nulls"].decode(avroCat(avroVarint(1000), avroVarint(0)), false)
+	v, err := codecs["nulls"].Decode(avroCat(avroVarint(1000), avroVarint(0)), false)
 	if err != nil || len(v.([]any)) != 1000 {
 		t.Errorf("1000 nulls: %v", err)
 	}
 	// A decimal that fits its precision, with redundant sign bytes.
-	if v, err := codecs["decimal"].decode(avroCat(avroVarint(5), []byte{0xff, 0xff, 0xff, 0xd8, 0xf1}), false); err != nil || v != Decimal("-99.99") {
+	if v, err := codecs["decimal"].Decode(avroCat(avroVarint(5), []byte{0xff, 0xff, 0xff, 0xd8, 0xf1}), false); err != nil || v != value.Decimal("-99.99") {
 		t.Errorf("decimal -99.99 = %v, %v", v, err)
 	}
 }
@@ -574,14 +575,14 @@ func TestAvroTruncated(t *testing.T) {
 	c := mustAvro(t, schema)
 	data := avroMarshal(t, schema, allTypesValue())
 	for i := range data {
-		if _, err := c.decode(data[:i], false); !errors.Is(err, template.ErrInvalidPayload) {
+		if _, err := c.Decode(data[:i], false); !errors.Is(err, template.ErrInvalidPayload) {
 			t.Fatalf("the first %d of %d bytes: %v, want invalid payload", i, len(data), err)
 		}
 	}
 	js := []byte(avroSchemaFile(t, "all_types.json"))
 	js = bytes.TrimSpace(js)
 	for i := range js {
-		if _, err := c.decode(js[:i], true); !errors.Is(err, template.ErrInvalidPayload) {
+		if _, err := c.Decode(js[:i], true); !errors.Is(err, template.ErrInvalidPayload) {
 			t.Fatalf("the first %d of %d JSON bytes: %v, want invalid payload", i, len(js), err)
 		}
 	}
@@ -615,15 +616,15 @@ func avroItoa(i int) string { return big.NewInt(int64(i)).String() }
 
 func TestAvroRecursive(t *testing.T) {
 	c := mustAvro(t, avroSchemaFile(t, "recursive.avsc"))
-	for _, n := range []int{1, 100, maxDepth, maxDepth + 1, 200, 100000} {
+	for _, n := range []int{1, 100, value.MaxDepth, value.MaxDepth + 1, 200, 100000} {
 		bin, js := avroList(n)
 		for _, enc := range []struct {
 			name string
 			data []byte
 			json bool
 		}{{"binary", bin, false}, {"JSON", js, true}} {
-			v, err := c.decode(enc.data, enc.json)
-			if n > maxDepth {
+			v, err := c.Decode(enc.data, enc.json)
+			if n > value.MaxDepth {
 				if !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "nested more than 128 levels") {
 					t.Errorf("%s list of %d: %v, want invalid payload: too deep", enc.name, n, err)
 				}
@@ -633,11 +634,11 @@ func TestAvroRecursive(t *testing.T) {
 				t.Fatalf("%s list of %d: %v", enc.name, n, err)
 			}
 			path := strings.Repeat("next.", n-1) + "value"
-			got, err := tree{v}.AppendPath(nil, avroSegments(path))
+			got, err := value.Tree{V: v}.AppendPath(nil, avroSegments(path))
 			if err != nil || string(got) != avroItoa(n-1) {
 				t.Errorf("%s list of %d: last value %q, %v", enc.name, n, got, err)
 			}
-			if _, err := appendJSON(nil, v, 0); err != nil {
+			if _, err := value.AppendJSON(nil, v, 0); err != nil {
 				t.Errorf("%s list of %d does not render: %v", enc.name, n, err)
 			}
 		}
@@ -650,10 +651,10 @@ func TestAvroRecursive(t *testing.T) {
 	for range 200 {
 		node = avroCat(avroVarint(1), []byte("n"), avroVarint(1), node, avroVarint(0), avroVarint(0), avroVarint(0))
 	}
-	if _, err := tr.decode(leaf, false); err != nil {
+	if _, err := tr.Decode(leaf, false); err != nil {
 		t.Errorf("tree leaf: %v", err)
 	}
-	if _, err := tr.decode(node, false); !errors.Is(err, template.ErrInvalidPayload) {
+	if _, err := tr.Decode(node, false); !errors.Is(err, template.ErrInvalidPayload) {
 		t.Errorf("tree 200 deep: %v", err)
 	}
 }
@@ -664,12 +665,12 @@ func TestAvroCheckPath(t *testing.T) {
 		"sensor", "location", "location.lat", "tags.anything", "tags.0", "samples.3", "note",
 		"shape.radius", "shape.side", "ts_ms", "price", "hash",
 	} {
-		if err := c.checkPath(avroSegments(path)); err != nil {
+		if err := c.CheckPath(avroSegments(path)); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
 	for _, tc := range []struct{ path, err string }{
-		// as mapping.go reports it: the placeholder, then checkPath's error
+		// as mapping.go reports it: the placeholder, then CheckPath's error
 		{"sensr", `{data.sensr}: no field "sensr" in record Reading; did you mean "sensor"?`},
 		{"Sensor", `{data.Sensor}: no field "Sensor" in record Reading; did you mean "sensor"?`},
 		{"zzz", `{data.zzz}: no field "zzz" in record Reading`},
@@ -683,7 +684,7 @@ func TestAvroCheckPath(t *testing.T) {
 		{"nothing.x", `{data.nothing.x}: data.nothing is always null`},
 		{"0", `{data.0}: no field "0" in record Reading`},
 	} {
-		err := c.checkPath(avroSegments(tc.path))
+		err := c.CheckPath(avroSegments(tc.path))
 		if err == nil || "{data."+tc.path+"}: "+err.Error() != tc.err {
 			t.Errorf("%s: %v\nwant %s", tc.path, err, tc.err)
 		}
@@ -704,7 +705,7 @@ func TestAvroCheckPath(t *testing.T) {
 		{"readings", "at.x", `item.at has type long (timestamp-millis), not a record, map or array: it has no "x"`},
 		{"device", "x", `each needs an array: device has type string`},
 	} {
-		err := ev.checkPath(each(tc.list, tc.items))
+		err := ev.CheckPath(each(tc.list, tc.items))
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || err.Error() != tc.err) {
 			t.Errorf("each %s, item.%s: %v, want %q", tc.list, tc.items, err, tc.err)
 		}
@@ -744,13 +745,13 @@ func BenchmarkAvroDecode(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		buf := make([]byte, 0, 256)
 		for b.Loop() {
-			v, err := c.decode(data, isJSON)
+			v, err := c.Decode(data, isJSON)
 			if err != nil {
 				b.Fatal(err)
 			}
 			buf = buf[:0]
 			for _, p := range paths {
-				if buf, err = (tree{v}).AppendPath(buf, p); err != nil {
+				if buf, err = (value.Tree{V: v}).AppendPath(buf, p); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/template"
 )
@@ -159,7 +160,7 @@ func nearOperation(w string) string {
 	lower := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(w)), "-", "_")
 	for _, op := range operations {
 		if lower == op || len(lower) >= 3 && strings.HasPrefix(op, lower) ||
-			editDistance(lower, op) <= min(3, max(1, len(op)/3)) {
+			schema.EditDistance(lower, op) <= min(3, max(1, len(op)/3)) {
 			return op
 		}
 	}

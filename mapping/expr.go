@@ -163,7 +163,7 @@ func (e *exprEnv) checked(src string, want *cel.Type) (*cel.Ast, error) {
 	}
 	ast, iss := e.env.Compile(src)
 	if iss != nil && iss.Err() != nil {
-		if e.schema != nil && e.schema.onlyLenient(iss) {
+		if e.schema != nil && onlyLenient(e.schema, iss) {
 			return nil, nil // see onlyLenient: no verdict
 		}
 		return nil, errors.New(e.issuesText(iss))

@@ -19,6 +19,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/ext"
+	"github.com/pubsink/pubsink/mapping/schema"
 )
 
 // exprOptions say which optional variables an environment declares.
@@ -35,7 +36,7 @@ type exprEnv struct {
 	env   *cel.Env
 	names []string // the declared variables, for did-you-mean
 	// schema and provider: a typed environment's (newTypedEnv), or nil.
-	schema   *schemaTypes
+	schema   *schema.Types
 	provider *schemaProvider
 }
 
@@ -56,11 +57,11 @@ func newExprEnv(opts exprOptions) (*exprEnv, error) {
 // schema (schematypes.go): data is of the schema's root type, item (with
 // opts.item) of type item, or dyn when item is nil. Its expressions are
 // checked, never run.
-func newTypedEnv(opts exprOptions, s *schemaTypes, item *cel.Type) (*exprEnv, error) {
+func newTypedEnv(opts exprOptions, s *schema.Types, item *cel.Type) (*exprEnv, error) {
 	return buildExprEnv(opts, s, item)
 }
 
-func buildExprEnv(opts exprOptions, s *schemaTypes, item *cel.Type) (*exprEnv, error) {
+func buildExprEnv(opts exprOptions, s *schema.Types, item *cel.Type) (*exprEnv, error) {
 	data := cel.DynType
 	var provider *schemaProvider
 	if s != nil {
@@ -68,7 +69,7 @@ func buildExprEnv(opts exprOptions, s *schemaTypes, item *cel.Type) (*exprEnv, e
 		if err != nil {
 			return nil, fmt.Errorf("expression environment: %w", err)
 		}
-		data, provider = s.root, p
+		data, provider = s.Root, p
 	}
 	if item == nil {
 		item = cel.DynType

@@ -20,13 +20,14 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 
+	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/template"
 )
 
 // issuesText is CEL's issues as `line:column: message`, one after another,
 // with a did-you-mean for an undeclared variable.
 func (e *exprEnv) issuesText(iss *cel.Issues) string {
-	var misses []fieldMiss
+	var misses []schema.FieldMiss
 	if e.provider != nil {
 		misses = e.provider.takeMisses()
 	}
@@ -40,8 +41,8 @@ func (e *exprEnv) issuesText(iss *cel.Issues) string {
 		if rest, ok := strings.CutPrefix(msg, undefinedField); ok {
 			field, _, _ := strings.Cut(rest, "'")
 			for _, m := range misses {
-				if m.field == field {
-					msg = e.schema.noFieldText(m)
+				if m.Field == field {
+					msg = e.schema.NoFieldText(m)
 					break
 				}
 			}
@@ -50,7 +51,7 @@ func (e *exprEnv) issuesText(iss *cel.Issues) string {
 		const undeclared = "undeclared reference to '"
 		if rest, ok := strings.CutPrefix(msg, undeclared); ok {
 			if name, _, ok := strings.Cut(rest, "'"); ok {
-				if s := closest(name, e.names); s != "" {
+				if s := schema.Closest(name, e.names); s != "" {
 					fmt.Fprintf(&b, " (did you mean '%s'?)", s)
 				}
 			}
@@ -108,47 +109,6 @@ func mixedNumbers(args []string) bool {
 func nullCompared(msg string) bool {
 	fn, args, ok := overloadArgs(msg)
 	return ok && (fn == "_==_" || fn == "_!=_") && slices.Contains(args, "null")
-}
-
-// closest is the candidate nearest to name by edit distance, if it is near
-// enough to be a typo (at most 2 edits, and fewer than half of name's
-// letters); "" otherwise.
-func closest(name string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		d := editDistance(name, c)
-		if d < bestD && 2*d < max(len(name), len(c)) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance of a and b:
-// insertions, deletions, substitutions and transpositions of adjacent
-// bytes count one each (itme → item is one).
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
 
 // explainOverload evaluates e again against act, keeping every value, and

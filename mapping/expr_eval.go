@@ -19,6 +19,7 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/interpreter"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/template"
 )
@@ -167,7 +168,7 @@ func (e *expr) AppendTo(dst []byte, vars any) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	out, err := appendValue(dst, x)
+	out, err := value.Append(dst, x)
 	if err != nil {
 		return dst, err
 	}
@@ -194,8 +195,8 @@ var errAbsent = fmt.Errorf("%w: the value is absent (optional.none())", template
 // at most maxDepth levels deep. Lists and maps that are the payload's own
 // ([]any, map[string]any of the model) are returned as they are.
 func toModel(v ref.Val, depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("%w: the result nests more than %d levels deep", template.ErrExpression, maxDepth)
+	if depth > value.MaxDepth {
+		return nil, fmt.Errorf("%w: the result nests more than %d levels deep", template.ErrExpression, value.MaxDepth)
 	}
 	switch x := v.(type) {
 	case types.String:
@@ -288,11 +289,11 @@ func mapKey(k ref.Val) (string, error) {
 // value model within maxDepth, so that it can be handed on without a copy.
 // It does not allocate.
 func isModel(v any, depth int) bool {
-	if depth > maxDepth {
+	if depth > value.MaxDepth {
 		return false
 	}
 	switch x := v.(type) {
-	case nil, bool, int64, uint64, float64, string, Decimal, []byte, time.Time, time.Duration:
+	case nil, bool, int64, uint64, float64, string, value.Decimal, []byte, time.Time, time.Duration:
 		return true
 	case []any:
 		for _, e := range x {
@@ -312,7 +313,7 @@ func isModel(v any, depth int) bool {
 	return false
 }
 
-// modelAdapter adapts the value model to CEL: Decimal reads as a string,
+// modelAdapter adapts the value model to CEL: value.Decimal reads as a string,
 // and the model's maps and lists adapt their elements with it too. The rest
 // is cel-go's default.
 type modelAdapter struct{}
@@ -327,7 +328,7 @@ func (a modelAdapter) NativeToValue(v any) ref.Val {
 		return types.NewStringInterfaceMap(a, x)
 	case []any:
 		return types.NewDynamicList(a, x)
-	case Decimal:
+	case value.Decimal:
 		return types.String(x)
 	}
 	return types.DefaultTypeAdapter.NativeToValue(v)

@@ -15,6 +15,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/template"
 )
@@ -159,7 +160,7 @@ func TestExprRender(t *testing.T) {
 		"n":       float64(12.5),
 		"i":       int64(-7),
 		"u":       uint64(18446744073709551615),
-		"amount":  Decimal("-12.340"),
+		"amount":  value.Decimal("-12.340"),
 		"raw":     []byte{0, 1, 'a'},
 		"when":    time.Date(2026, 5, 6, 7, 8, 9, 123456789, time.UTC),
 		"took":    1500 * time.Millisecond,

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -94,8 +95,8 @@ func (d *jsonDecoder) release() {
 //
 //go:noinline
 func (d *jsonDecoder) err() error {
-	if d.depth > maxDepth {
-		return fmt.Errorf("%w (at byte %d)", errTooDeep, d.pos)
+	if d.depth > value.MaxDepth {
+		return fmt.Errorf("%w (at byte %d)", value.ErrTooDeep, d.pos)
 	}
 	return fmt.Errorf("%w: not JSON: %s at byte %d", template.ErrInvalidPayload, d.why, d.pos)
 }
@@ -166,7 +167,7 @@ func (d *jsonDecoder) value() (any, bool) {
 // d.pos at the { or [ too many).
 func (d *jsonDecoder) enter() bool {
 	d.depth++
-	return d.depth <= maxDepth
+	return d.depth <= value.MaxDepth
 }
 
 func (d *jsonDecoder) object() (any, bool) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -23,9 +24,9 @@ func FuzzJSONTree(f *testing.F) {
 	}
 	f.Add(benchPayload)
 	f.Add(benchMessage.Data)
-	f.Add([]byte(strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth)))
-	f.Add([]byte(strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1)))
-	f.Add([]byte(strings.Repeat(`{"a":`, maxDepth) + "1" + strings.Repeat("}", maxDepth)))
+	f.Add([]byte(strings.Repeat("[", value.MaxDepth) + strings.Repeat("]", value.MaxDepth)))
+	f.Add([]byte(strings.Repeat("[", value.MaxDepth+1) + strings.Repeat("]", value.MaxDepth+1)))
+	f.Add([]byte(strings.Repeat(`{"a":`, value.MaxDepth) + "1" + strings.Repeat("}", value.MaxDepth)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := decodeJSONTree(data)
 		var std any
@@ -35,8 +36,8 @@ func FuzzJSONTree(f *testing.F) {
 			if err == nil {
 				t.Fatalf("%q: got %#v; encoding/json: %v", data, got, stdErr)
 			}
-		case treeDepth(std) > maxDepth:
-			if !errors.Is(err, errTooDeep) {
+		case treeDepth(std) > value.MaxDepth:
+			if !errors.Is(err, value.ErrTooDeep) {
 				t.Fatalf("%q: nested %d deep: got %#v, %v", data, treeDepth(std), got, err)
 			}
 		case err != nil:

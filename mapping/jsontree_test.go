@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -198,14 +199,14 @@ func TestDecodeJSONTreeDepth(t *testing.T) {
 		ok   bool
 		at   int
 	}{
-		{"arrays 128", nest(maxDepth, "[", "]", "1"), true, 0},
-		{"arrays 129", nest(maxDepth+1, "[", "]", "1"), false, maxDepth},
-		{"empty arrays 129", nest(maxDepth+1, "[", "]", ""), false, maxDepth},
-		{"objects 128", nest(maxDepth-1, `{"a":`, "}", "{}"), true, 0},
-		{"objects 129", nest(maxDepth, `{"a":`, "}", "{}"), false, 5 * maxDepth},
-		{"mixed 128", nest(maxDepth/2, `{"a":[`, "]}", "null"), true, 0},
-		{"mixed 129", nest(maxDepth/2, `{"a":[`, "]}", "[]"), false, 6 * maxDepth / 2},
-		{"129 after a 128", `[` + nest(maxDepth-1, "[", "]", "") + `,` + nest(maxDepth, "[", "]", "") + `]`, false, 1 + 2*(maxDepth-1) + 1 + maxDepth - 1},
+		{"arrays 128", nest(value.MaxDepth, "[", "]", "1"), true, 0},
+		{"arrays 129", nest(value.MaxDepth+1, "[", "]", "1"), false, value.MaxDepth},
+		{"empty arrays 129", nest(value.MaxDepth+1, "[", "]", ""), false, value.MaxDepth},
+		{"objects 128", nest(value.MaxDepth-1, `{"a":`, "}", "{}"), true, 0},
+		{"objects 129", nest(value.MaxDepth, `{"a":`, "}", "{}"), false, 5 * value.MaxDepth},
+		{"mixed 128", nest(value.MaxDepth/2, `{"a":[`, "]}", "null"), true, 0},
+		{"mixed 129", nest(value.MaxDepth/2, `{"a":[`, "]}", "[]"), false, 6 * value.MaxDepth / 2},
+		{"129 after a 128", `[` + nest(value.MaxDepth-1, "[", "]", "") + `,` + nest(value.MaxDepth, "[", "]", "") + `]`, false, 1 + 2*(value.MaxDepth-1) + 1 + value.MaxDepth - 1},
 		{"wide, shallow", `[` + strings.Repeat(`[1],`, 10000) + `[]]`, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,7 +221,7 @@ func TestDecodeJSONTreeDepth(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, errTooDeep) || !errors.Is(err, template.ErrInvalidPayload) {
+			if !errors.Is(err, value.ErrTooDeep) || !errors.Is(err, template.ErrInvalidPayload) {
 				t.Fatalf("error %v, want errTooDeep", err)
 			}
 			if want := "(at byte " + strconv.Itoa(c.at) + ")"; !strings.HasSuffix(err.Error(), want) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/template"
@@ -170,7 +171,7 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result)
 		if err != nil {
 			return err
 		}
-		decoded, in.Decoded = v, tree{v}
+		decoded, in.Decoded = v, value.Tree{V: v}
 	default:
 		// JSON, string, raw: decoded for the expressions that read data,
 		// the first time one does (the templates read JSON text itself).
@@ -236,7 +237,7 @@ func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
 			return exprError(rm.at+".each", err)
 		}
 		for _, item := range items {
-			in.Item = tree{item}
+			in.Item = value.Tree{V: item}
 			act.setItem(item)
 			if err := m.addRow(r, rm, in); err != nil {
 				return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/template"
@@ -96,7 +97,7 @@ func (noSchemas) Get(context.Context, string, string) (source.Schema, error) {
 // safe for concurrent use.
 type Mapper struct {
 	format     string
-	fileCodec  codec        // the schema file's, or nil
+	fileCodec  schema.Codec // the schema file's, or nil
 	fileJSON   bool         // the schema file's messages are in its JSON encoding
 	topic      *schemaCache // the topic's schemas, or nil
 	eventTime  *watermark.EventTime
@@ -134,13 +135,6 @@ const treeAmplification = 64
 func (m *Mapper) BoundDecoding(maxOutstandingBytes int64) {
 	m.budget = max(maxOutstandingBytes/treeAmplification, 1<<20)
 	m.decoding = semaphore.NewWeighted(m.budget)
-}
-
-// codec decodes the payloads of one schema (avro.go, proto.go).
-type codec interface {
-	decode(data []byte, json bool) (any, error)
-	// celTypes is the schema's types, for checking expressions.
-	celTypes() *schemaTypes
 }
 
 // rowMapping is one compiled config.Mapping.
@@ -209,7 +203,7 @@ func CheckRevision(cfg config.Pipeline, rev source.Schema) (config.Problems, err
 
 // newMapper is New; with revision, the mapping's expressions and paths are
 // checked against that compiled revision of the topic's schema.
-func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revision codec) (*Mapper, error) {
+func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revision schema.Codec) (*Mapper, error) {
 	var ps config.Problems
 	add := func(path string, err error) {
 		var located *locatedError
@@ -227,8 +221,8 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 	if m.maxRows <= 0 {
 		m.maxRows = 1000
 	}
-	var checker pathChecker
-	var schema *schemaTypes
+	var checker schema.Codec
+	var typed *schema.Types
 	switch {
 	case cfg.Payload.TopicSchema():
 		if schemas == nil {
@@ -236,7 +230,7 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 		}
 		m.topic = newSchemaCache(schemas)
 		if revision != nil {
-			checker, schema = revision.(pathChecker), revision.celTypes()
+			checker, typed = revision, revision.Types()
 		}
 	case cfg.Payload.Schema != "":
 		c, err := compileFile(m.format, cfg.Payload.Schema, cfg.Payload.Message)
@@ -247,8 +241,8 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 		case err != nil:
 			add("payload.schema", err)
 		default:
-			m.fileCodec, checker = c, c.(pathChecker)
-			schema = c.celTypes()
+			m.fileCodec, checker = c, c
+			typed = c.Types()
 		}
 		m.fileJSON = cfg.Payload.Encoding == config.EncodingJSON
 	}
@@ -259,7 +253,7 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 	}
 	m.eventTime = et
 
-	c := &compiler{m: m, checker: checker, schema: schema, add: add}
+	c := &compiler{m: m, checker: checker, schema: typed, add: add}
 	if cfg.Filter != "" {
 		m.filter = c.expr("filter", cfg.Filter, cel.BoolType, exprOptions{})
 	}
@@ -295,12 +289,12 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 // each problem at its key.
 type compiler struct {
 	m       *Mapper
-	checker pathChecker // the schema file's, to check paths against; or nil
+	checker schema.Codec // the schema file's, to check paths against; or nil
 	// schema is the schema's types, to check expressions against; nil
 	// when the payload has no schema (JSON: data stays dyn). item is the
 	// type of each's elements while a mapping with each compiles (nil:
 	// dyn).
-	schema *schemaTypes
+	schema *schema.Types
 	item   *cel.Type
 	add    func(path string, err error)
 	envs   map[exprOptions]*exprEnv
@@ -310,11 +304,6 @@ type compiler struct {
 type typedKey struct {
 	opts exprOptions
 	item *cel.Type
-}
-
-// pathChecker is a schema that can say whether a path names a field.
-type pathChecker interface {
-	checkPath(path []template.Segment) error
 }
 
 func (c *compiler) env(opts exprOptions) *exprEnv {
@@ -406,7 +395,7 @@ func (c *compiler) template(at, src string, opts exprOptions) *template.Template
 		case "data":
 		case "item":
 			if c.schema != nil && c.item != nil {
-				if err := c.schema.checkPath(c.item, "item", fp.Path); err != nil {
+				if err := c.schema.CheckPath(c.item, "item", fp.Path); err != nil {
 					c.add(at, fmt.Errorf("%s: %w", fp.Placeholder, err))
 				}
 			}
@@ -420,7 +409,7 @@ func (c *compiler) template(at, src string, opts exprOptions) *template.Template
 		case c.m.format == config.FormatAvro || c.m.format == config.FormatProtobuf:
 			c.m.usesDecode = true
 			if c.checker != nil {
-				if err := c.checker.checkPath(fp.Path); err != nil {
+				if err := c.checker.CheckPath(fp.Path); err != nil {
 					c.add(at, fmt.Errorf("%s: %w", fp.Placeholder, err))
 				}
 			}

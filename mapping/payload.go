@@ -12,6 +12,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/source"
 )
 
@@ -55,7 +56,7 @@ func (m *Mapper) decode(ctx context.Context, msg *source.Message) (any, error) {
 		}
 		c, inJSON = e.codec, msg.Attributes[attrSchemaEncoding] == "JSON"
 	}
-	v, err := c.decode(msg.Data, inJSON)
+	v, err := c.Decode(msg.Data, inJSON)
 	if err != nil {
 		return nil, &BadInput{deadletter.InvalidPayload, err}
 	}
@@ -74,7 +75,7 @@ func jsonTree(data []byte) (any, error) {
 }
 
 // compileFile reads and compiles a schema file.
-func compileFile(format, path, message string) (codec, error) {
+func compileFile(format, path, message string) (schema.Codec, error) {
 	switch format {
 	case config.FormatAvro:
 		b, err := os.ReadFile(path)
@@ -97,7 +98,7 @@ func compileFile(format, path, message string) (codec, error) {
 }
 
 // compileRevision compiles a revision of a topic schema.
-func compileRevision(s source.Schema) (codec, error) {
+func compileRevision(s source.Schema) (schema.Codec, error) {
 	switch s.Type {
 	case "avro":
 		return compileAvro(s.Definition)
@@ -125,7 +126,7 @@ const maxRevisions = 1024
 
 type schemaEntry struct {
 	ready    chan struct{} // closed once codec or err is set
-	codec    codec
+	codec    schema.Codec
 	err      error // permanent (a *BadInput) or, before ready, transient
 	schema   source.Schema
 	messages atomic.Int64

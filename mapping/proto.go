@@ -9,6 +9,7 @@ import (
 
 	"github.com/bufbuild/protocompile"
 	"github.com/bufbuild/protocompile/reporter"
+	"github.com/pubsink/pubsink/mapping/schema"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -202,7 +203,7 @@ func compileProtoFile(path, message string) (*protoCodec, error) {
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%s defines no message", path)
 	}
-	hint := closest(string(want), names)
+	hint := schema.Closest(string(want), names)
 	if hint == "" { // a name without its package: "Reading" for "pkg.Reading"
 		for _, n := range names {
 			if strings.HasSuffix(n, "."+string(want)) {

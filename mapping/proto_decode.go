@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -28,10 +29,10 @@ import (
 // are unknown fields, discarded (they are not in the tree, and not counted).
 var noExtensions = new(protoregistry.Types)
 
-// decode decodes one payload, in the wire format or (json) in protobuf's
+// Decode decodes one payload, in the wire format or (json) in protobuf's
 // JSON mapping, into the tree of value.go. Its errors wrap
 // template.ErrInvalidPayload.
-func (c *protoCodec) decode(data []byte, json bool) (_ any, err error) {
+func (c *protoCodec) Decode(data []byte, json bool) (_ any, err error) {
 	defer func() {
 		// The protobuf runtime's reflection (dynamicpb) is less traveled
 		// than generated code: a payload that finds a panic in it is
@@ -46,9 +47,9 @@ func (c *protoCodec) decode(data []byte, json bool) (_ any, err error) {
 		if err := c.jsonScan(data, b); err != nil {
 			return nil, err
 		}
-		opts := protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDepth, Resolver: c.types, AllowPartial: !c.required}
+		opts := protojson.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: value.MaxDepth, Resolver: c.types, AllowPartial: !c.required}
 		if err := opts.Unmarshal(data, m); err != nil {
-			return nil, errDecode("protobuf", err)
+			return nil, value.DecodeError("protobuf", err)
 		}
 	} else {
 		s := protoScan{c: c, data: data, budget: b}
@@ -65,9 +66,9 @@ func (c *protoCodec) decode(data []byte, json bool) (_ any, err error) {
 
 // unmarshal unmarshals the wire format data into m.
 func (c *protoCodec) unmarshal(data []byte, m protoreflect.Message) error {
-	opts := proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: maxDepth, Resolver: noExtensions, AllowPartial: !c.required}
+	opts := proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: value.MaxDepth, Resolver: noExtensions, AllowPartial: !c.required}
 	if err := opts.Unmarshal(data, m.Interface()); err != nil {
-		return errDecode("protobuf", err)
+		return value.DecodeError("protobuf", err)
 	}
 	return nil
 }
@@ -87,7 +88,7 @@ func (c *protoCodec) jsonScan(data []byte, b protoBudget) error {
 	if c.dynamic {
 		element = 1 + protoMessageCost
 	}
-	var inArray [maxDepth + 1]bool
+	var inArray [value.MaxDepth + 1]bool
 	depth, nodes := 0, 0
 	first := false // a value of an array may start here
 	for i := 0; i < len(data); i++ {
@@ -108,7 +109,7 @@ func (c *protoCodec) jsonScan(data []byte, b protoBudget) error {
 			}
 		case '{', '[':
 			if depth++; depth >= len(inArray) {
-				return errTooDeep
+				return value.ErrTooDeep
 			}
 			inArray[depth] = ch == '['
 			first = ch == '['
@@ -178,8 +179,8 @@ func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth i
 	if err := s.budget.charge(in.cost); err != nil {
 		return 0, err
 	}
-	if in.container() && depth >= maxDepth {
-		return 0, errTooDeep
+	if in.container() && depth >= value.MaxDepth {
+		return 0, value.ErrTooDeep
 	}
 	var anyURL, anyValue []byte
 	fields := md.Fields()
@@ -264,8 +265,8 @@ func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth i
 // element counts one element of a repeated field of a message of kind wkt
 // at depth.
 func (s *protoScan) element(wkt protoWKT, depth int) error {
-	if wkt == wktNone && depth+1 >= maxDepth { // the list
-		return errTooDeep
+	if wkt == wktNone && depth+1 >= value.MaxDepth { // the list
+		return value.ErrTooDeep
 	}
 	return s.budget.charge(1)
 }
@@ -274,8 +275,8 @@ func (s *protoScan) element(wkt protoWKT, depth int) error {
 // depth: two nodes, and the value's message if it is one (a message made
 // empty when the entry has none).
 func (s *protoScan) mapEntry(b []byte, fd protoreflect.FieldDescriptor, wkt protoWKT, depth int) error {
-	if wkt == wktNone && depth+1 >= maxDepth { // the map
-		return errTooDeep
+	if wkt == wktNone && depth+1 >= value.MaxDepth { // the map
+		return value.ErrTooDeep
 	}
 	if err := s.budget.charge(2); err != nil {
 		return err
@@ -325,8 +326,8 @@ func (s *protoScan) skip(b []byte, num protowire.Number, typ protowire.Type, dep
 	if typ != protowire.StartGroupType {
 		return protowire.ConsumeFieldValue(num, typ, b), nil
 	}
-	if depth+1 >= maxDepth {
-		return 0, errTooDeep
+	if depth+1 >= value.MaxDepth {
+		return 0, value.ErrTooDeep
 	}
 	start := len(b)
 	for len(b) > 0 {
@@ -444,8 +445,8 @@ func (v *protoConv) message(m protoreflect.Message, depth int) (any, error) {
 	if err := v.budget.charge(in.cost); err != nil {
 		return nil, err
 	}
-	if in.container() && depth >= maxDepth {
-		return nil, errTooDeep
+	if in.container() && depth >= value.MaxDepth {
+		return nil, value.ErrTooDeep
 	}
 	switch in.wkt {
 	case wktTimestamp:
@@ -512,8 +513,8 @@ func (v *protoConv) field(m protoreflect.Message, fd protoreflect.FieldDescripto
 	switch {
 	case fd.IsList():
 		l := m.Get(fd).List()
-		if wkt == wktNone && depth+1 >= maxDepth {
-			return nil, errTooDeep
+		if wkt == wktNone && depth+1 >= value.MaxDepth {
+			return nil, value.ErrTooDeep
 		}
 		if err := v.budget.charge(l.Len()); err != nil {
 			return nil, err
@@ -529,8 +530,8 @@ func (v *protoConv) field(m protoreflect.Message, fd protoreflect.FieldDescripto
 		return out, nil
 	case fd.IsMap():
 		mp := m.Get(fd).Map()
-		if wkt == wktNone && depth+1 >= maxDepth {
-			return nil, errTooDeep
+		if wkt == wktNone && depth+1 >= value.MaxDepth {
+			return nil, value.ErrTooDeep
 		}
 		if err := v.budget.charge(2 * mp.Len()); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -48,7 +49,7 @@ func FuzzProtoDecode(f *testing.F) {
 		defer tm.Stop()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		v, err := c.decode(data, json)
+		v, err := c.Decode(data, json)
 		runtime.ReadMemStats(&after)
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 400*uint64(len(data))+16<<20 {
 			t.Errorf("decoding %d bytes allocated %d", len(data), alloc)
@@ -62,7 +63,7 @@ func FuzzProtoDecode(f *testing.F) {
 		if n, max := protoCountNodes(v), protoMaxNodes(len(data)); n > max {
 			t.Fatalf("%d nodes from %d bytes; at most %d", n, len(data), max)
 		}
-		if _, err := appendValue(nil, v); err != nil {
+		if _, err := value.Append(nil, v); err != nil {
 			t.Fatalf("rendering the tree: %v", err)
 		}
 	})

@@ -1,6 +1,6 @@
 package mapping
 
-// Checking placeholder paths against a Protocol Buffers message: checkPath
+// Checking placeholder paths against a Protocol Buffers message: CheckPath
 // tells, when a mapping compiles, whether a {data.…} placeholder names a
 // field that a payload of the compiled message type (proto.go) may have.
 
@@ -11,18 +11,20 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/pubsink/pubsink/mapping/schema"
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
-// checkPath says whether path names a field that a payload of the message
+// CheckPath says whether path names a field that a payload of the message
 // may have: a field of each message on the way, any key of a map that its
 // key type can have, a numeric index into a repeated field. Struct, Value,
 // ListValue and Any may hold anything; the other well-known types
 // (Timestamp, Duration, the wrappers, FieldMask) and scalars have no fields.
-func (c *protoCodec) checkPath(path []template.Segment) error {
+func (c *protoCodec) CheckPath(path []template.Segment) error {
 	cur := protoPathNode{msg: c.desc}
 	for i, seg := range path {
-		at := pathText(path[:i])
+		at := value.PathText(path[:i])
 		switch {
 		case cur.list:
 			if seg.Index < 0 {
@@ -98,7 +100,7 @@ func protoNoField(md protoreflect.MessageDescriptor, name string) error {
 		}
 	}
 	if hint == "" {
-		hint = closest(name, names)
+		hint = schema.Closest(name, names)
 	}
 	if hint == "" {
 		return fmt.Errorf("no field %q in message %s", name, md.FullName())

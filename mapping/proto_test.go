@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -62,7 +63,7 @@ func protoPath(s string) []template.Segment {
 
 func protoRender(t testing.TB, v any, path string) (string, error) {
 	t.Helper()
-	b, err := tree{v}.AppendPath(nil, protoPath(path))
+	b, err := value.Tree{V: v}.AppendPath(nil, protoPath(path))
 	return string(b), err
 }
 
@@ -100,11 +101,11 @@ const protoFullReading = `{
 func TestProtoRender(t *testing.T) {
 	c := protoTestCodec(t, "pubsink.test.Reading")
 	_, bin := protoFromJSON(t, c, protoFullReading)
-	fromBin, err := c.decode(bin, false)
+	fromBin, err := c.Decode(bin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromJSON, err := c.decode([]byte(protoFullReading), true)
+	fromJSON, err := c.Decode([]byte(protoFullReading), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestProtoRender(t *testing.T) {
 // or wrapper is absent; any other field is there with its zero value.
 func TestProtoPresence(t *testing.T) {
 	c := protoTestCodec(t, "pubsink.test.Reading")
-	v, err := c.decode(nil, false)
+	v, err := c.Decode(nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestProtoPresence(t *testing.T) {
 		}
 	}
 	// The same from JSON: "{}", and nulls.
-	j, err := c.decode([]byte(`{"location": null, "count": null, "battery": null}`), true)
+	j, err := c.Decode([]byte(`{"location": null, "count": null, "battery": null}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestProtoValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.decode(b, false)
+	v, err := c.Decode(b, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func TestProtoValues(t *testing.T) {
 			if json {
 				data = []byte(tc.js)
 			}
-			v, err := c.decode(data, json)
+			v, err := c.Decode(data, json)
 			if err != nil {
 				t.Errorf("%s (json %v): %v", tc.js, json, err)
 				continue
@@ -303,7 +304,7 @@ func TestProtoValues(t *testing.T) {
 	if b, err = proto.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
-	if v, err = c.decode(b, false); err != nil {
+	if v, err = c.Decode(b, false); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := protoRender(t, v, "extra"); err != nil || got != `{"@type":"type.googleapis.com/other.Thing","value":"eHl6"}` {
@@ -339,7 +340,7 @@ func TestProtoInvalid(t *testing.T) {
 		{"JSON type", `{"sensor": 1}`, true, "protobuf"},
 		{"JSON any unresolved", `{"extra": {"@type": "x/y.Z"}}`, true, "protobuf"},
 	} {
-		_, err := c.decode([]byte(tc.data), tc.json)
+		_, err := c.Decode([]byte(tc.data), tc.json)
 		if !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want invalid payload naming %q", tc.name, err, tc.want)
 		}
@@ -350,7 +351,7 @@ func TestProtoInvalid(t *testing.T) {
 	d.Set(d.Descriptor().Fields().ByNumber(1), protoreflect.ValueOfInt64(300*365*86400))
 	m.Set(c.desc.Fields().ByName("elapsed"), protoreflect.ValueOfMessage(d))
 	b, _ := proto.Marshal(m)
-	if _, err := c.decode(b, false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "292 years") {
+	if _, err := c.Decode(b, false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "292 years") {
 		t.Errorf("a 300-year duration: %v", err)
 	}
 	// Unknown fields are ignored, in both encodings.
@@ -362,7 +363,7 @@ func TestProtoInvalid(t *testing.T) {
 		data string
 		json bool
 	}{{string(unknown), false}, {`{"sensor": "x", "zzz": [1, {"a": 2}]}`, true}} {
-		v, err := c.decode([]byte(tc.data), tc.json)
+		v, err := c.Decode([]byte(tc.data), tc.json)
 		if err != nil {
 			t.Errorf("unknown fields: %v", err)
 			continue
@@ -398,14 +399,14 @@ func TestProtoDepth(t *testing.T) {
 		if json {
 			ok, deep = []byte(protoNodeChainJSON(126)), []byte(protoNodeChainJSON(127))
 		}
-		v, err := c.decode(ok, json)
+		v, err := c.Decode(ok, json)
 		if err != nil {
 			t.Fatalf("json %v: 126 levels: %v", json, err)
 		}
-		if _, err := appendValue(nil, v); err != nil {
+		if _, err := value.Append(nil, v); err != nil {
 			t.Errorf("json %v: rendering 126 levels: %v", json, err)
 		}
-		if _, err := c.decode(deep, json); !errors.Is(err, template.ErrInvalidPayload) {
+		if _, err := c.Decode(deep, json); !errors.Is(err, template.ErrInvalidPayload) {
 			t.Errorf("json %v: 127 levels: %v; want invalid payload", json, err)
 		}
 	}
@@ -416,7 +417,7 @@ func TestProtoDepth(t *testing.T) {
 		"unknown groups": bytes.Repeat(protowire.AppendTag(nil, 99, protowire.StartGroupType), 1<<20),
 		"children":       bytes.Repeat([]byte{0x12, 0x80, 0x80, 0x40}, 1<<18),
 	} {
-		if _, err := c.decode(data, false); !errors.Is(err, errTooDeep) && !errors.Is(err, template.ErrInvalidPayload) {
+		if _, err := c.Decode(data, false); !errors.Is(err, value.ErrTooDeep) && !errors.Is(err, template.ErrInvalidPayload) {
 			t.Errorf("%s: %v; want invalid payload", name, err)
 		}
 	}
@@ -431,7 +432,7 @@ func TestProtoFlood(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	before := ms.TotalAlloc
-	_, err := c.decode(empties, false)
+	_, err := c.Decode(empties, false)
 	runtime.ReadMemStats(&ms)
 	if !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
 		t.Fatalf("10 MB of empty messages: %v", err)
@@ -441,7 +442,7 @@ func TestProtoFlood(t *testing.T) {
 	}
 	t.Log(err)
 	js := `{"children":[` + strings.Repeat("{},", size/3) + "{}]}"
-	if _, err := c.decode([]byte(js), true); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
+	if _, err := c.Decode([]byte(js), true); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("10 MB of empty JSON messages: %v", err)
 	}
 	// Empty messages in map values, in Struct, in an Any.
@@ -451,17 +452,17 @@ func TestProtoFlood(t *testing.T) {
 		"list values":  structs,
 		"any of nodes": protoAnyOf(t, r, "pubsink.test.Node", empties),
 	} {
-		if _, err := r.decode(data, false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
+		if _, err := r.Decode(data, false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// In JSON: a ListValue of zeros (a Value message each), and nesting.
 	zeros := `{"list": [` + strings.Repeat("0,", size/2) + "0]}"
-	if _, err := r.decode([]byte(zeros), true); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
+	if _, err := r.Decode([]byte(zeros), true); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("10 MB of JSON Values: %v", err)
 	}
 	deep := `{"attrs": {"a": ` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "}}"
-	if _, err := r.decode([]byte(deep), true); !errors.Is(err, errTooDeep) {
+	if _, err := r.Decode([]byte(deep), true); !errors.Is(err, value.ErrTooDeep) {
 		t.Errorf("JSON arrays 200 deep: %v", err)
 	}
 }
@@ -484,7 +485,7 @@ func TestProtoBudget(t *testing.T) {
 		records int
 		ok      bool
 	}{{3276, true}, {3277, false}} {
-		v, err := c.decode(bytes.Repeat(rec, tc.records), false)
+		v, err := c.Decode(bytes.Repeat(rec, tc.records), false)
 		if ok := err == nil; ok != tc.ok {
 			t.Errorf("%d records of 8 bytes: %v", tc.records, err)
 		}
@@ -496,7 +497,7 @@ func TestProtoBudget(t *testing.T) {
 		// The same in JSON, far longer, is counted alike: the tree is the
 		// same size.
 		js := `{"recs": [` + strings.Repeat(`{"f1": 1, "f2": 2, "f3": 3}, `, tc.records-1) + `{"f1": 1, "f2": 2, "f3": 3}]}`
-		if _, err := c.decode([]byte(js), true); err != nil {
+		if _, err := c.Decode([]byte(js), true); err != nil {
 			t.Errorf("%d records in JSON: %v", tc.records, err)
 		}
 	}
@@ -552,7 +553,7 @@ func TestProtoMemory(t *testing.T) {
 		runtime.GC()
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		v, err := tc.c.decode(tc.data, false)
+		v, err := tc.c.Decode(tc.data, false)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -661,7 +662,7 @@ message Order {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.decode([]byte(`{"id": "o1", "lines": [{"sku": "a", "qty": 2}], "state": "PAID", "at": "2024-01-01T00:00:00Z"}`), true)
+	v, err := c.Decode([]byte(`{"id": "o1", "lines": [{"sku": "a", "qty": 2}], "state": "PAID", "at": "2024-01-01T00:00:00Z"}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +691,7 @@ func TestProtoCheckPath(t *testing.T) {
 		"flags.true", "text", "place.site", "battery", "taken_at", "attrs.a.b.0.c", "dyn.x", "list.0.y", "extra.site",
 		"extra.anything.at.all", "device.unit", "history.0",
 	} {
-		if err := c.checkPath(protoPath(ok)); err != nil {
+		if err := c.CheckPath(protoPath(ok)); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
@@ -712,7 +713,7 @@ func TestProtoCheckPath(t *testing.T) {
 		{"nothing.x", `no field "x" in message google.protobuf.Empty`},
 		{"device.idd", `no field "idd" in message pubsink.common.Device; did you mean "id"?`},
 	} {
-		err := c.checkPath(protoPath(tc.path))
+		err := c.CheckPath(protoPath(tc.path))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q", tc.path, err, tc.want)
 		}
@@ -740,12 +741,12 @@ func BenchmarkProtoDecode(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(enc.data)))
 			for b.Loop() {
-				v, err := c.decode(enc.data, enc.json)
+				v, err := c.Decode(enc.data, enc.json)
 				if err != nil {
 					b.Fatal(err)
 				}
 				for _, p := range paths {
-					if dst, err = (tree{v}).AppendPath(dst[:0], p); err != nil {
+					if dst, err = (value.Tree{V: v}).AppendPath(dst[:0], p); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -783,17 +784,17 @@ extend M { optional int32 ext = 100; }`)
 	b = protowire.AppendBytes(protowire.AppendTag(b, 6, protowire.BytesType), []byte{4})
 	b = protowire.AppendVarint(protowire.AppendTag(b, 7, protowire.VarintType), 9)   // not in the closed enum: its number, as in proto3
 	b = protowire.AppendVarint(protowire.AppendTag(b, 100, protowire.VarintType), 1) // an extension: ignored
-	v, err := p2.decode(b, false)
+	v, err := p2.Decode(b, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, err := protoRender(t, v, ""); err != nil || got != `{"e":"9","g":{"x":3},"id":"x","packed":[1,2,3],"unpacked":[4]}` {
 		t.Errorf("proto2: %s, %v", got, err)
 	}
-	if _, err := p2.decode(b[3:], false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "required") {
+	if _, err := p2.Decode(b[3:], false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "required") {
 		t.Errorf("proto2 without its required field: %v", err)
 	}
-	j, err := p2.decode([]byte(`{"id": "x", "G": {"x": 3}, "packed": [1, 2, 3], "unpacked": [4], "n": 0}`), true)
+	j, err := p2.Decode([]byte(`{"id": "x", "G": {"x": 3}, "packed": [1, 2, 3], "unpacked": [4], "n": 0}`), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -813,7 +814,7 @@ message M {
 	b = protowire.AppendTag(nil, 3, protowire.StartGroupType)
 	b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.VarintType), 7)
 	b = protowire.AppendTag(b, 3, protowire.EndGroupType)
-	if v, err = ed.decode(b, false); err != nil {
+	if v, err = ed.Decode(b, false); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := protoRender(t, v, ""); err != nil || got != `{"b":0,"child":{"a":7,"b":0}}` {

@@ -1,4 +1,4 @@
-package mapping
+package value
 
 import (
 	"encoding/base64"
@@ -14,8 +14,8 @@ import (
 )
 
 // A decoded payload is a tree of plain Go values, the same for every format
-// (the decoders of avro_binary.go, avro_json.go and proto_decode.go make
-// it; JSON makes it only for expressions, templates read JSON text
+// (the decoders of mapping/avro and mapping/protobuf make it; for JSON,
+// mapping/jsontree makes it only for expressions, templates read JSON text
 // directly). Its nodes are:
 //
 //	nil                 null (an Avro null in a list or map, google.protobuf.NullValue)
@@ -44,65 +44,65 @@ import (
 // as a string (double(d) converts it).
 type Decimal string
 
-// maxDepth bounds the nesting of a decoded tree, as template's JSON reader
+// MaxDepth bounds the nesting of a decoded tree, as template's JSON reader
 // bounds JSON's: a deeper payload is invalid_payload. Each level of
 // rendering or decoding takes a stack frame; 128 levels keep a handler's
 // stack small whatever the payload.
-const maxDepth = 128
+const MaxDepth = 128
 
 // Errors of the decoders and of path reading. They wrap the template's
 // sentinels, so that one mapping of error to dead-letter reason serves every
 // format.
 var (
-	errTooDeep = fmt.Errorf("%w: nested more than %d levels deep", template.ErrInvalidPayload, maxDepth)
+	ErrTooDeep = fmt.Errorf("%w: nested more than %d levels deep", template.ErrInvalidPayload, MaxDepth)
 )
 
-// tree is a decoded payload or element as a template.Value.
-type tree struct{ v any }
+// Tree is a decoded payload or element as a template.Value.
+type Tree struct{ V any }
 
 // AppendPath appends the value at path to dst (see appendValue).
-func (t tree) AppendPath(dst []byte, path []template.Segment) ([]byte, error) {
-	v, err := lookup(t.v, path)
+func (t Tree) AppendPath(dst []byte, path []template.Segment) ([]byte, error) {
+	v, err := Lookup(t.V, path)
 	if err != nil {
 		return dst, err
 	}
-	return appendValue(dst, v)
+	return Append(dst, v)
 }
 
-// lookup follows path from v. A member that is absent or null, or an index
+// Lookup follows path from v. A member that is absent or null, or an index
 // out of range, is template.ErrMissingField; a step into a value that is
 // neither a map nor a list is template.ErrInvalidPayload.
-func lookup(v any, path []template.Segment) (any, error) {
+func Lookup(v any, path []template.Segment) (any, error) {
 	for i, seg := range path {
 		switch n := v.(type) {
 		case map[string]any:
 			e, ok := n[seg.Key]
 			if !ok {
-				return nil, fmt.Errorf("%w: %s is absent", template.ErrMissingField, pathText(path[:i+1]))
+				return nil, fmt.Errorf("%w: %s is absent", template.ErrMissingField, PathText(path[:i+1]))
 			}
 			v = e
 		case []any:
 			if seg.Index < 0 {
-				return nil, fmt.Errorf("%w: %s indexes a list by a name", template.ErrInvalidPayload, pathText(path[:i+1]))
+				return nil, fmt.Errorf("%w: %s indexes a list by a name", template.ErrInvalidPayload, PathText(path[:i+1]))
 			}
 			if seg.Index >= len(n) {
-				return nil, fmt.Errorf("%w: %s is out of range (%d elements)", template.ErrMissingField, pathText(path[:i+1]), len(n))
+				return nil, fmt.Errorf("%w: %s is out of range (%d elements)", template.ErrMissingField, PathText(path[:i+1]), len(n))
 			}
 			v = n[seg.Index]
 		case nil:
-			return nil, fmt.Errorf("%w: %s is null", template.ErrMissingField, pathText(path[:i]))
+			return nil, fmt.Errorf("%w: %s is null", template.ErrMissingField, PathText(path[:i]))
 		default:
-			return nil, fmt.Errorf("%w: %s is not a record, map or list", template.ErrInvalidPayload, pathText(path[:i]))
+			return nil, fmt.Errorf("%w: %s is not a record, map or list", template.ErrInvalidPayload, PathText(path[:i]))
 		}
 	}
 	if v == nil {
-		return nil, fmt.Errorf("%w: %s is null", template.ErrMissingField, pathText(path))
+		return nil, fmt.Errorf("%w: %s is null", template.ErrMissingField, PathText(path))
 	}
 	return v, nil
 }
 
-// pathText is path as written after the root: "a.b.0".
-func pathText(path []template.Segment) string {
+// PathText is path as written after the root: "a.b.0".
+func PathText(path []template.Segment) string {
 	if len(path) == 0 {
 		return "the value"
 	}
@@ -113,7 +113,7 @@ func pathText(path []template.Segment) string {
 	return s
 }
 
-// appendValue appends the bytes that a template renders for v:
+// Append appends the bytes that a template renders for v:
 //
 //	string, Decimal     its text, as it is
 //	[]byte              its bytes, as they are
@@ -126,7 +126,7 @@ func pathText(path []template.Segment) string {
 //	map, list           compact JSON (keys sorted; bytes as base64, times and durations
 //	                    as strings in the forms above, decimals as numbers)
 //	nil                 template.ErrMissingField
-func appendValue(dst []byte, v any) ([]byte, error) {
+func Append(dst []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
 		return dst, fmt.Errorf("%w: the value is null", template.ErrMissingField)
@@ -149,7 +149,7 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 	case time.Duration:
 		return appendDuration(dst, x), nil
 	case map[string]any, []any:
-		return appendJSON(dst, v, 0)
+		return AppendJSON(dst, v, 0)
 	}
 	return dst, fmt.Errorf("%w: a value of Go type %T", template.ErrInvalidPayload, v) // a decoder's bug; never a panic on a message
 }
@@ -189,10 +189,10 @@ func appendDuration(dst []byte, d time.Duration) []byte {
 	return append(strconv.AppendFloat(dst, d.Seconds(), 'f', -1, 64), 's')
 }
 
-// appendJSON appends v as compact JSON.
-func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
-	if depth > maxDepth {
-		return dst, errTooDeep
+// AppendJSON appends v as compact JSON.
+func AppendJSON(dst []byte, v any, depth int) ([]byte, error) {
+	if depth > MaxDepth {
+		return dst, ErrTooDeep
 	}
 	var err error
 	switch x := v.(type) {
@@ -207,7 +207,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 		dst = base64.StdEncoding.AppendEncode(dst, x)
 		return append(dst, '"'), nil
 	case bool, int64, uint64:
-		return appendValue(dst, x)
+		return Append(dst, x)
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			dst = append(dst, '"')
@@ -226,7 +226,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			if dst, err = appendJSON(dst, e, depth+1); err != nil {
+			if dst, err = AppendJSON(dst, e, depth+1); err != nil {
 				return dst, err
 			}
 		}
@@ -243,7 +243,7 @@ func appendJSON(dst []byte, v any, depth int) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			dst = append(appendJSONString(dst, k), ':')
-			if dst, err = appendJSON(dst, x[k], depth+1); err != nil {
+			if dst, err = AppendJSON(dst, x[k], depth+1); err != nil {
 				return dst, err
 			}
 		}
@@ -291,9 +291,9 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// errDecode wraps a decoder's complaint as invalid_payload, naming the
+// DecodeError wraps a decoder's complaint as invalid_payload, naming the
 // format: "avro: ...".
-func errDecode(format string, err error) error {
+func DecodeError(format string, err error) error {
 	if errors.Is(err, template.ErrInvalidPayload) {
 		return err
 	}
