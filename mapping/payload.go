@@ -12,6 +12,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/jsontree"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/source"
 )
@@ -42,7 +43,7 @@ func (m *Mapper) decode(ctx context.Context, msg *source.Message) (any, error) {
 		}
 		return string(msg.Data), nil
 	case config.FormatJSON:
-		v, err := jsonTree(msg.Data)
+		v, err := jsontree.Decode(msg.Data)
 		if err != nil {
 			return nil, &BadInput{deadletter.InvalidPayload, err}
 		}
@@ -61,17 +62,6 @@ func (m *Mapper) decode(ctx context.Context, msg *source.Message) (any, error) {
 		return nil, &BadInput{deadletter.InvalidPayload, err}
 	}
 	return v, nil
-}
-
-// jsonTree decodes a JSON payload into the value model for expressions:
-// objects, arrays, strings, float64 numbers (CEL doubles, as in
-// google.protobuf.Struct), booleans, null. It is decodeJSONTree
-// (jsontree.go): one pass that accepts what encoding/json accepts and
-// decodes it as json.Unmarshal into an `any` does, but refuses what
-// template's reader refuses: more than maxDepth levels of nesting. Its
-// errors wrap template.ErrInvalidPayload.
-func jsonTree(data []byte) (any, error) {
-	return decodeJSONTree(data)
 }
 
 // compileFile reads and compiles a schema file.

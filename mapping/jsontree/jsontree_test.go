@@ -1,4 +1,4 @@
-package mapping
+package jsontree
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 	"github.com/pubsink/pubsink/template"
 )
 
-// jsonTreeCases are texts decodeJSONTree accepts, and their trees.
+// jsonTreeCases are texts Decode accepts, and their trees.
 var jsonTreeCases = []struct {
 	name, in string
 	want     any
@@ -68,7 +68,7 @@ var jsonTreeCases = []struct {
 	{"repeated key, null last", `{"a":1,"a":null}`, map[string]any{"a": nil}},
 }
 
-// jsonTreeErrors are texts decodeJSONTree refuses, and the byte it names.
+// jsonTreeErrors are texts Decode refuses, and the byte it names.
 var jsonTreeErrors = []struct {
 	name, in string
 	at       int
@@ -132,7 +132,7 @@ var jsonTreeErrors = []struct {
 func TestDecodeJSONTree(t *testing.T) {
 	for _, c := range jsonTreeCases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := decodeJSONTree([]byte(c.in))
+			got, err := Decode([]byte(c.in))
 			if err != nil {
 				t.Fatalf("%q: %v", c.in, err)
 			}
@@ -155,7 +155,7 @@ var jsonTreeErrorText = regexp.MustCompile(`^invalid payload: (not JSON: [^"]+ a
 func TestDecodeJSONTreeErrors(t *testing.T) {
 	for _, c := range jsonTreeErrors {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := decodeJSONTree([]byte(c.in))
+			got, err := Decode([]byte(c.in))
 			if err == nil {
 				t.Fatalf("%q: got %#v, want an error", c.in, got)
 			}
@@ -182,7 +182,7 @@ func TestDecodeJSONTreeErrorQuotesNothing(t *testing.T) {
 		`{"secret": tru}`, `{"secret": "x` + "\x01" + `"}`, `{"secret": 1e999}`, `{"secret": 1} secret`,
 		`{"secret` + "\n" + `": 1}`, `{"s": "\secret"}`, `{secret: 1}`,
 	} {
-		_, err := decodeJSONTree([]byte(in))
+		_, err := Decode([]byte(in))
 		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "ecret") {
 			t.Errorf("%q: error %v", in, err)
 		}
@@ -210,7 +210,7 @@ func TestDecodeJSONTreeDepth(t *testing.T) {
 		{"wide, shallow", `[` + strings.Repeat(`[1],`, 10000) + `[]]`, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v, err := decodeJSONTree([]byte(c.in))
+			v, err := Decode([]byte(c.in))
 			if c.ok {
 				if err != nil {
 					t.Fatal(err)
@@ -235,7 +235,7 @@ func TestDecodeJSONTreeDepth(t *testing.T) {
 // nothing in it, and a decoder reused after a failure starts clean.
 func TestDecodeJSONTreeOwnsItsStrings(t *testing.T) {
 	data := []byte(`{"key":"value","list":["a","b\n"]}`)
-	v, err := decodeJSONTree(data)
+	v, err := Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,17 +246,17 @@ func TestDecodeJSONTreeOwnsItsStrings(t *testing.T) {
 	if !reflect.DeepEqual(v, want) {
 		t.Fatalf("got %#v", v)
 	}
-	if _, err := decodeJSONTree([]byte(`{"a":[{"b":[1,2,{"c":`)); err == nil {
+	if _, err := Decode([]byte(`{"a":[{"b":[1,2,{"c":`)); err == nil {
 		t.Fatal("no error")
 	}
-	v, err = decodeJSONTree([]byte(`[{"x":[]}]`))
+	v, err = Decode([]byte(`[{"x":[]}]`))
 	if err != nil || !reflect.DeepEqual(v, []any{map[string]any{"x": []any{}}}) {
 		t.Fatalf("got %#v, %v", v, err)
 	}
 }
 
-func TestJSONTreeIsDecodeJSONTree(t *testing.T) {
-	v, err := jsonTree(benchPayload)
+func TestDecodeIsJSONUnmarshal(t *testing.T) {
+	v, err := Decode(benchPayload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestJSONTreeIsDecodeJSONTree(t *testing.T) {
 	if err := json.Unmarshal(benchPayload, &std); err != nil || !reflect.DeepEqual(v, std) {
 		t.Fatalf("got %#v", v)
 	}
-	if _, err := jsonTree([]byte(`{"a":1}x`)); !errors.Is(err, template.ErrInvalidPayload) {
+	if _, err := Decode([]byte(`{"a":1}x`)); !errors.Is(err, template.ErrInvalidPayload) {
 		t.Fatalf("error %v", err)
 	}
 }
@@ -273,7 +273,7 @@ func TestJSONTreeIsDecodeJSONTree(t *testing.T) {
 // text, a box per string or number, the map and the list.
 func TestDecodeJSONTreeAllocs(t *testing.T) {
 	n := testing.AllocsPerRun(100, func() {
-		if _, err := decodeJSONTree(benchPayload); err != nil {
+		if _, err := Decode(benchPayload); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -308,7 +308,7 @@ func TestDecodeJSONTreeNumbers(t *testing.T) {
 	}
 	for _, n := range nums {
 		want, werr := strconv.ParseFloat(n, 64)
-		got, err := decodeJSONTree([]byte(n))
+		got, err := Decode([]byte(n))
 		if werr != nil {
 			if err == nil {
 				t.Errorf("%s: got %v, want an error", n, got)
@@ -352,18 +352,18 @@ func sameFloats(a, b any) bool {
 	return true
 }
 
-// BenchmarkJSONTree decodes the 200-byte payloads of the expression and
-// mapping benchmarks, by decodeJSONTree and by json.Unmarshal.
+// BenchmarkJSONTree decodes the 200-byte payloads of mapping's expression
+// and mapping benchmarks, by Decode and by json.Unmarshal.
 func BenchmarkJSONTree(b *testing.B) {
 	for _, p := range []struct {
 		name string
 		data []byte
-	}{{"expr", benchPayload}, {"map", benchMessage.Data}} {
+	}{{"expr", benchPayload}, {"map", benchMapPayload}} {
 		b.Run(p.name+"/jsontree", func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(p.data)))
 			for b.Loop() {
-				if _, err := decodeJSONTree(p.data); err != nil {
+				if _, err := Decode(p.data); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -380,3 +380,12 @@ func BenchmarkJSONTree(b *testing.B) {
 		})
 	}
 }
+
+// benchPayload and benchMapPayload are the payloads of mapping's
+// expression and mapping benchmarks (expr_bench_test.go, map_bench_test.go
+// there), so that this benchmark's rows compare with theirs.
+var (
+	benchPayload    = []byte(`{"kind":"reading","device":"sensor-0042","site":"plant-3/line-2","ts":"2026-01-02T03:04:05.678Z","temperature":21.75,"humidity":0.43,"ok":true,"tags":["a","b"],"seq":123456789,"note":"checked ok"}`)
+	benchMapPayload = []byte(`{"id":"m000000042","seq":42,"customer":"c-00042","amount":42.42,"currency":"EUR","items":1,` +
+		`"note":"qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq"}`)
+)

@@ -1,4 +1,4 @@
-package mapping
+package jsontree
 
 import (
 	"encoding/json"
@@ -11,9 +11,9 @@ import (
 	"github.com/pubsink/pubsink/template"
 )
 
-// FuzzJSONTree compares decodeJSONTree with json.Unmarshal into an `any`:
-// what encoding/json refuses, decodeJSONTree refuses; what it accepts
-// nested at most maxDepth deep decodes to the same tree (to the bits of
+// FuzzJSONTree compares Decode with json.Unmarshal into an `any`:
+// what encoding/json refuses, Decode refuses; what it accepts
+// nested at most value.MaxDepth deep decodes to the same tree (to the bits of
 // every number); what it accepts nested deeper is errTooDeep.
 func FuzzJSONTree(f *testing.F) {
 	for _, c := range jsonTreeCases {
@@ -23,12 +23,12 @@ func FuzzJSONTree(f *testing.F) {
 		f.Add([]byte(c.in))
 	}
 	f.Add(benchPayload)
-	f.Add(benchMessage.Data)
+	f.Add(benchMapPayload)
 	f.Add([]byte(strings.Repeat("[", value.MaxDepth) + strings.Repeat("]", value.MaxDepth)))
 	f.Add([]byte(strings.Repeat("[", value.MaxDepth+1) + strings.Repeat("]", value.MaxDepth+1)))
 	f.Add([]byte(strings.Repeat(`{"a":`, value.MaxDepth) + "1" + strings.Repeat("}", value.MaxDepth)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, err := decodeJSONTree(data)
+		got, err := Decode(data)
 		var std any
 		stdErr := json.Unmarshal(data, &std)
 		switch {

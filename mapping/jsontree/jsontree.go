@@ -1,4 +1,4 @@
-package mapping
+package jsontree
 
 import (
 	"fmt"
@@ -10,15 +10,15 @@ import (
 	"github.com/pubsink/pubsink/template"
 )
 
-// This file decodes a JSON payload into the value model for expressions in
-// one pass, without encoding/json (which validates the text first, then
-// decodes it through reflection: 2.7 µs and 40 allocations for a 200-byte
-// object). Its reading is json.Unmarshal's into an `any`: the same text is
+// This file decodes a JSON payload into the value model (package value)
+// for expressions in one pass, without encoding/json (which validates the
+// text first, then decodes it through reflection: 2.7 µs and 40
+// allocations for a 200-byte object). Its reading is json.Unmarshal's into an `any`: the same text is
 // accepted (one value, white space around it, encoding/json's escapes), a
 // number is the float64 strconv.ParseFloat reads (out of range is an
 // error), invalid UTF-8 and lone surrogates become U+FFFD, a repeated key
 // takes its last value, empty objects and arrays are empty, not nil. Unlike
-// encoding/json it refuses more than maxDepth levels of nesting.
+// encoding/json it refuses more than value.MaxDepth levels of nesting.
 //
 // Allocations: the payload is copied into one string the first time a
 // string is met, and a string without escapes or invalid UTF-8 is a slice
@@ -27,32 +27,32 @@ import (
 // scratch stack and then made into a map or slice of the exact size. What
 // remains is a boxed string or float64 per value, and the maps and slices.
 
-// jsonMember is a decoded member of an object not closed yet.
-type jsonMember struct {
+// member is a decoded member of an object not closed yet.
+type member struct {
 	key string
 	val any
 }
 
-// jsonDecoder decodes one payload.
-type jsonDecoder struct {
+// decoder decodes one payload.
+type decoder struct {
 	data  []byte
 	text  string // data as a string, once a string was met
 	pos   int
 	depth int
 
-	members []jsonMember // of the objects being read, innermost last
-	elems   []any        // of the arrays being read, innermost last
+	members []member // of the objects being read, innermost last
+	elems   []any    // of the arrays being read, innermost last
 
-	// why is what failed, at byte pos ("" and depth > maxDepth: too deep).
+	// why is what failed, at byte pos ("" and depth > value.MaxDepth: too deep).
 	why string
 }
 
-// decodeJSONTree decodes the JSON text data into the value model (see the
+// Decode decodes the JSON text data into the value model (see the
 // comment at the top of the file). Its errors wrap
 // template.ErrInvalidPayload; they say where the text went wrong, by
 // offset, and never quote it.
-func decodeJSONTree(data []byte) (any, error) {
-	d := jsonDecoders.Get().(*jsonDecoder)
+func Decode(data []byte) (any, error) {
+	d := decoders.Get().(*decoder)
 	d.data = data
 	v, ok := d.value()
 	if ok {
@@ -69,16 +69,16 @@ func decodeJSONTree(data []byte) (any, error) {
 	return v, err
 }
 
-// jsonDecoders keeps decoders for their scratch stacks, which would
+// decoders keeps decoders for their scratch stacks, which would
 // otherwise be allocated for each payload.
-var jsonDecoders = sync.Pool{New: func() any { return new(jsonDecoder) }}
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
 
 // maxJSONScratch bounds the scratch stack a pooled decoder keeps: one that
 // a huge payload grew is dropped.
 const maxJSONScratch = 1024
 
 // release drops d's references to the payload and pools d.
-func (d *jsonDecoder) release() {
+func (d *decoder) release() {
 	// A closed object or array clears what it used; a failed decoding
 	// leaves the open ones' behind.
 	clear(d.members)
@@ -86,15 +86,15 @@ func (d *jsonDecoder) release() {
 	if cap(d.members) > maxJSONScratch || cap(d.elems) > maxJSONScratch {
 		return
 	}
-	*d = jsonDecoder{members: d.members[:0], elems: d.elems[:0]}
-	jsonDecoders.Put(d)
+	*d = decoder{members: d.members[:0], elems: d.elems[:0]}
+	decoders.Put(d)
 }
 
 // err is the error of a failed decoding. It is a function of its own, never
 // inlined, so that its formatting does not weigh on the recursion's frames.
 //
 //go:noinline
-func (d *jsonDecoder) err() error {
+func (d *decoder) err() error {
 	if d.depth > value.MaxDepth {
 		return fmt.Errorf("%w (at byte %d)", value.ErrTooDeep, d.pos)
 	}
@@ -102,7 +102,7 @@ func (d *jsonDecoder) err() error {
 }
 
 // fail records why the decoding fails at d.pos, and returns false.
-func (d *jsonDecoder) fail(why string) bool {
+func (d *decoder) fail(why string) bool {
 	d.why = why
 	return false
 }
@@ -110,14 +110,14 @@ func (d *jsonDecoder) fail(why string) bool {
 // failAt fails at the end of the data, or at an unexpected byte.
 //
 //go:noinline
-func (d *jsonDecoder) failAt(expected string) bool {
+func (d *decoder) failAt(expected string) bool {
 	if d.pos >= len(d.data) {
 		return d.fail("unexpected end of data: " + expected + " expected")
 	}
 	return d.fail("unexpected byte: " + expected + " expected")
 }
 
-func (d *jsonDecoder) skipSpace() {
+func (d *decoder) skipSpace() {
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -129,7 +129,7 @@ func (d *jsonDecoder) skipSpace() {
 }
 
 // value decodes one value, after white space.
-func (d *jsonDecoder) value() (any, bool) {
+func (d *decoder) value() (any, bool) {
 	d.skipSpace()
 	if d.pos >= len(d.data) {
 		return nil, d.failAt("a value")
@@ -163,14 +163,14 @@ func (d *jsonDecoder) value() (any, bool) {
 	return nil, d.failAt("a value")
 }
 
-// enter counts one more level of nesting, and fails past maxDepth (with
+// enter counts one more level of nesting, and fails past value.MaxDepth (with
 // d.pos at the { or [ too many).
-func (d *jsonDecoder) enter() bool {
+func (d *decoder) enter() bool {
 	d.depth++
 	return d.depth <= value.MaxDepth
 }
 
-func (d *jsonDecoder) object() (any, bool) {
+func (d *decoder) object() (any, bool) {
 	if !d.enter() {
 		return nil, false
 	}
@@ -200,7 +200,7 @@ func (d *jsonDecoder) object() (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		d.members = append(d.members, jsonMember{k, v})
+		d.members = append(d.members, member{k, v})
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, d.failAt("a comma or }")
@@ -222,7 +222,7 @@ func (d *jsonDecoder) object() (any, bool) {
 // is not inlined: its frame is not below every level of the recursion.
 //
 //go:noinline
-func (d *jsonDecoder) makeObject(base int) map[string]any {
+func (d *decoder) makeObject(base int) map[string]any {
 	ms := d.members[base:]
 	m := make(map[string]any, len(ms))
 	for _, e := range ms {
@@ -233,7 +233,7 @@ func (d *jsonDecoder) makeObject(base int) map[string]any {
 	return m
 }
 
-func (d *jsonDecoder) array() (any, bool) {
+func (d *decoder) array() (any, bool) {
 	if !d.enter() {
 		return nil, false
 	}
@@ -271,7 +271,7 @@ func (d *jsonDecoder) array() (any, bool) {
 // makeArray makes the slice of the elements from base on, and pops them.
 //
 //go:noinline
-func (d *jsonDecoder) makeArray(base int) []any {
+func (d *decoder) makeArray(base int) []any {
 	es := d.elems[base:]
 	l := make([]any, len(es))
 	copy(l, es)
@@ -280,7 +280,7 @@ func (d *jsonDecoder) makeArray(base int) []any {
 	return l
 }
 
-func (d *jsonDecoder) literal(word string) bool {
+func (d *decoder) literal(word string) bool {
 	if len(d.data)-d.pos < len(word) || string(d.data[d.pos:d.pos+len(word)]) != word {
 		return d.fail("unexpected byte: a value expected")
 	}
@@ -290,7 +290,7 @@ func (d *jsonDecoder) literal(word string) bool {
 
 // number decodes -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? as
 // strconv.ParseFloat reads it.
-func (d *jsonDecoder) number() (float64, bool) {
+func (d *decoder) number() (float64, bool) {
 	data, start := d.data, d.pos
 	i := start
 	if data[i] == '-' {
@@ -414,7 +414,7 @@ var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 
 
 // str decodes a string starting at its opening quote, and leaves d.pos
 // after the closing one.
-func (d *jsonDecoder) str() (string, bool) {
+func (d *decoder) str() (string, bool) {
 	data := d.data
 	start := d.pos + 1
 	i := start
@@ -475,7 +475,7 @@ func (d *jsonDecoder) str() (string, bool) {
 
 // slice is the text of data[start:end], a slice of one copy of the
 // payload.
-func (d *jsonDecoder) slice(start, end int) string {
+func (d *decoder) slice(start, end int) string {
 	if d.text == "" {
 		d.text = string(d.data)
 	}
