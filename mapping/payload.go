@@ -12,6 +12,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/avro"
 	"github.com/pubsink/pubsink/mapping/jsontree"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/source"
@@ -72,7 +73,7 @@ func compileFile(format, path, message string) (schema.Codec, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := compileAvro(string(b))
+		c, err := avro.Compile(string(b))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -91,7 +92,7 @@ func compileFile(format, path, message string) (schema.Codec, error) {
 func compileRevision(s source.Schema) (schema.Codec, error) {
 	switch s.Type {
 	case "avro":
-		return compileAvro(s.Definition)
+		return avro.Compile(s.Definition)
 	case "protobuf":
 		return compileProtoDefinition(s.Definition)
 	}

@@ -1,10 +1,10 @@
-package mapping
+package avro
 
-// Decoding Avro's binary encoding: decode, the codec's entry point for both
+// Decoding Avro's binary encoding: Decode, the codec's entry point for both
 // encodings, the errors both decoders return (with where they failed), and
-// avroBinaryDecoder, which reads a datum in the binary encoding into the
-// value model, directed by the compiled schema (avro.go). The bounds it keeps
-// against hostile payloads are listed in avro.go's opening comment.
+// binaryDecoder, which reads a datum in the binary encoding into the value
+// model, directed by the compiled schema (compile.go). The bounds it keeps
+// against hostile payloads are listed in the package's doc (doc.go).
 
 import (
 	"errors"
@@ -18,18 +18,18 @@ import (
 )
 
 var (
-	errAvroDeep = fmt.Errorf("nested more than %d levels deep", value.MaxDepth)
-	errAvroEOF  = errors.New("unexpected end of data")
+	errDeep = fmt.Errorf("nested more than %d levels deep", value.MaxDepth)
+	errEOF  = errors.New("unexpected end of data")
 )
 
-// avroPathError is a decoding error and where it happened: path holds the
+// pathError is a decoding error and where it happened: path holds the
 // steps from the failure up (reversed), added as the error returns.
-type avroPathError struct {
+type pathError struct {
 	path []string
 	err  error
 }
 
-func (e *avroPathError) Error() string {
+func (e *pathError) Error() string {
 	p := slices.Clone(e.path)
 	slices.Reverse(p)
 	if len(p) > 12 {
@@ -38,28 +38,28 @@ func (e *avroPathError) Error() string {
 	return "at " + strings.Join(p, ".") + ": " + e.err.Error()
 }
 
-func (e *avroPathError) Unwrap() error { return e.err }
+func (e *pathError) Unwrap() error { return e.err }
 
-// avroAt adds step to err's path. Map keys are payload text and are not
+// at adds step to err's path. Map keys are payload text and are not
 // named ("*"): errors do not quote payloads.
-func avroAt(err error, step string) error {
-	if pe, ok := err.(*avroPathError); ok {
+func at(err error, step string) error {
+	if pe, ok := err.(*pathError); ok {
 		pe.path = append(pe.path, step)
 		return pe
 	}
-	return &avroPathError{path: []string{step}, err: err}
+	return &pathError{path: []string{step}, err: err}
 }
 
 // Decode reads one datum of the schema from data: Avro's binary encoding,
 // or its JSON encoding when json is set. The datum must take all of data.
 // Errors wrap template.ErrInvalidPayload.
-func (c *avroCodec) Decode(data []byte, isJSON bool) (any, error) {
+func (c *Codec) Decode(data []byte, isJSON bool) (any, error) {
 	var (
 		v   any
 		err error
 	)
 	if isJSON {
-		d := avroJSONDecoder{s: data}
+		d := jsonDecoder{s: data}
 		v, err = d.value(c.root, 0)
 		if err == nil {
 			d.ws()
@@ -73,7 +73,7 @@ func (c *avroCodec) Decode(data []byte, isJSON bool) (any, error) {
 		// the newest revision that reads it, and that may read only a
 		// prefix of the writer's record (docs/emulator-schemas.md). A
 		// message Pub/Sub accepted under a revision decodes under it.
-		d := avroBinaryDecoder{data: data, zero: len(data) + 1024}
+		d := binaryDecoder{data: data, zero: len(data) + 1024}
 		v, err = d.value(c.root, 0)
 	}
 	if err != nil {
@@ -82,13 +82,13 @@ func (c *avroCodec) Decode(data []byte, isJSON bool) (any, error) {
 	return v, nil
 }
 
-// avroPrealloc bounds the room made for a block's items before they are
+// prealloc bounds the room made for a block's items before they are
 // read: a block's count, though checked against the bytes left, is the
 // payload's claim; appending grows the rest as items come.
-const avroPrealloc = 1024
+const prealloc = 1024
 
-// avroBinaryDecoder reads Avro's binary encoding.
-type avroBinaryDecoder struct {
+// binaryDecoder reads Avro's binary encoding.
+type binaryDecoder struct {
 	data []byte
 	pos  int
 	// str is data as a string, made at the first string: strings and map
@@ -100,7 +100,7 @@ type avroBinaryDecoder struct {
 	zero int
 }
 
-func (d *avroBinaryDecoder) long() (int64, error) {
+func (d *binaryDecoder) long() (int64, error) {
 	if d.pos < len(d.data) {
 		if b := d.data[d.pos]; b < 0x80 {
 			d.pos++
@@ -110,7 +110,7 @@ func (d *avroBinaryDecoder) long() (int64, error) {
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
 		if d.pos >= len(d.data) {
-			return 0, errAvroEOF
+			return 0, errEOF
 		}
 		b := d.data[d.pos]
 		d.pos++
@@ -126,7 +126,7 @@ func (d *avroBinaryDecoder) long() (int64, error) {
 }
 
 // length reads a length and checks that the payload holds that many bytes.
-func (d *avroBinaryDecoder) length(what string) (int, error) {
+func (d *binaryDecoder) length(what string) (int, error) {
 	n, err := d.long()
 	if err != nil {
 		return 0, err
@@ -140,7 +140,7 @@ func (d *avroBinaryDecoder) length(what string) (int, error) {
 	return int(n), nil
 }
 
-func (d *avroBinaryDecoder) string(n int) string {
+func (d *binaryDecoder) string(n int) string {
 	if d.str == "" {
 		d.str = string(d.data)
 	}
@@ -152,7 +152,7 @@ func (d *avroBinaryDecoder) string(n int) string {
 // blockCount reads an array or map block's count (skipping the byte size of
 // a negative count) and checks it against the bytes left: items of at least
 // size bytes, or, for size 0, against the budget of zero-byte items.
-func (d *avroBinaryDecoder) blockCount(size int) (int, error) {
+func (d *binaryDecoder) blockCount(size int) (int, error) {
 	n, err := d.long()
 	if err != nil {
 		return 0, err
@@ -182,16 +182,16 @@ func (d *avroBinaryDecoder) blockCount(size int) (int, error) {
 	return int(n), nil
 }
 
-func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
+func (d *binaryDecoder) value(n *node, depth int) (any, error) {
 	if depth > value.MaxDepth {
-		return nil, errAvroDeep
+		return nil, errDeep
 	}
 	switch n.kind {
 	case avroNull:
 		return nil, nil
 	case avroBoolean:
 		if d.pos >= len(d.data) {
-			return nil, errAvroEOF
+			return nil, errEOF
 		}
 		b := d.data[d.pos]
 		if b > 1 {
@@ -213,14 +213,14 @@ func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
 		return n.fromLong(v)
 	case avroFloat:
 		if len(d.data)-d.pos < 4 {
-			return nil, errAvroEOF
+			return nil, errEOF
 		}
 		b := d.data[d.pos:]
 		d.pos += 4
 		return widenFloat32(math.Float32frombits(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)), nil
 	case avroDouble:
 		if len(d.data)-d.pos < 8 {
-			return nil, errAvroEOF
+			return nil, errEOF
 		}
 		b := d.data[d.pos:]
 		d.pos += 8
@@ -242,7 +242,7 @@ func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
 		return n.fromBytes(b)
 	case avroFixed:
 		if len(d.data)-d.pos < n.size {
-			return nil, fmt.Errorf("fixed %s of %d bytes: %w", n.name, n.size, errAvroEOF)
+			return nil, fmt.Errorf("fixed %s of %d bytes: %w", n.name, n.size, errEOF)
 		}
 		b := d.data[d.pos : d.pos+n.size]
 		d.pos += n.size
@@ -271,9 +271,9 @@ func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
 			f := &n.fields[i]
 			v, err := d.value(f.node, depth+1)
 			if err != nil {
-				return nil, avroAt(err, f.name)
+				return nil, at(err, f.name)
 			}
-			if v != nil { // a null field is absent (see decode)
+			if v != nil { // a null field is absent (doc.go's (3))
 				m[f.name] = v
 			}
 		}
@@ -283,16 +283,16 @@ func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
 		for {
 			count, err := d.blockCount(n.elem.minSize)
 			if err != nil {
-				return nil, avroAt(err, strconv.Itoa(len(l)))
+				return nil, at(err, strconv.Itoa(len(l)))
 			}
 			if count == 0 {
 				break
 			}
-			l = slices.Grow(l, min(count, avroPrealloc))
+			l = slices.Grow(l, min(count, prealloc))
 			for range count {
 				v, err := d.value(n.elem, depth+1)
 				if err != nil {
-					return nil, avroAt(err, strconv.Itoa(len(l)))
+					return nil, at(err, strconv.Itoa(len(l)))
 				}
 				l = append(l, v)
 			}
@@ -306,23 +306,23 @@ func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
 		for {
 			count, err := d.blockCount(1 + n.elem.minSize) // a key takes a byte at least
 			if err != nil {
-				return nil, avroAt(err, "*")
+				return nil, at(err, "*")
 			}
 			if count == 0 {
 				break
 			}
 			if m == nil {
-				m = make(map[string]any, min(count, avroPrealloc))
+				m = make(map[string]any, min(count, prealloc))
 			}
 			for range count {
 				l, err := d.length("map key")
 				if err != nil {
-					return nil, avroAt(err, "*")
+					return nil, at(err, "*")
 				}
 				k := d.string(l)
 				v, err := d.value(n.elem, depth+1)
 				if err != nil {
-					return nil, avroAt(err, "*")
+					return nil, at(err, "*")
 				}
 				m[k] = v
 			}
@@ -332,5 +332,5 @@ func (d *avroBinaryDecoder) value(n *avroNode, depth int) (any, error) {
 		}
 		return m, nil
 	}
-	return nil, fmt.Errorf("unknown type %s", n.describe()) // unreachable: compileAvro sets every kind
+	return nil, fmt.Errorf("unknown type %s", n.describe()) // unreachable: Compile sets every kind
 }

@@ -1,4 +1,4 @@
-package mapping
+package avro
 
 import (
 	"bytes"
@@ -16,47 +16,47 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hamba/avro/v2"
+	hamba "github.com/hamba/avro/v2"
 
 	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
-// avroSchemaFile reads a schema of testdata/avro.
-func avroSchemaFile(tb testing.TB, name string) string {
+// testdataFile reads a file of testdata.
+func testdataFile(tb testing.TB, name string) string {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "avro", name))
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return string(b)
 }
 
-func mustAvro(tb testing.TB, definition string) *avroCodec {
+func mustCompile(tb testing.TB, definition string) *Codec {
 	tb.Helper()
-	c, err := compileAvro(definition)
+	c, err := Compile(definition)
 	if err != nil {
-		tb.Fatalf("compileAvro: %v", err)
+		tb.Fatalf("Compile: %v", err)
 	}
 	return c
 }
 
-// avroMarshal encodes v in Avro's binary encoding with hamba/avro.
-func avroMarshal(tb testing.TB, definition string, v any) []byte {
+// marshal encodes v in Avro's binary encoding with hamba/avro.
+func marshal(tb testing.TB, definition string, v any) []byte {
 	tb.Helper()
-	s, err := avro.ParseWithCache(definition, "", &avro.SchemaCache{})
+	s, err := hamba.ParseWithCache(definition, "", &hamba.SchemaCache{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	b, err := avro.Marshal(s, v)
+	b, err := hamba.Marshal(s, v)
 	if err != nil {
 		tb.Fatalf("avro.Marshal: %v", err)
 	}
 	return b
 }
 
-// avroSegments is a dotted path as the template parses it.
-func avroSegments(path string) []template.Segment {
+// segments is a dotted path as the template parses it.
+func segments(path string) []template.Segment {
 	if path == "" {
 		return nil
 	}
@@ -115,9 +115,9 @@ func allTypesValue() map[string]any {
 	}
 }
 
-// avroRenderings is what a template renders for each path of all_types;
-// avro.go's table says the same. An error is the sentinel it wraps.
-var avroRenderings = []struct {
+// renderings is what a template renders for each path of all_types;
+// the package's doc (doc.go) has the same table. An error is the sentinel it wraps.
+var renderings = []struct {
 	path string
 	want string
 	err  error
@@ -161,13 +161,13 @@ var avroRenderings = []struct {
 }
 
 func TestAvroDecodeAllTypes(t *testing.T) {
-	schema := avroSchemaFile(t, "all_types.avsc")
-	c := mustAvro(t, schema)
-	bin, err := c.Decode(avroMarshal(t, schema, allTypesValue()), false)
+	schema := testdataFile(t, "all_types.avsc")
+	c := mustCompile(t, schema)
+	bin, err := c.Decode(marshal(t, schema, allTypesValue()), false)
 	if err != nil {
 		t.Fatalf("binary: %v", err)
 	}
-	js, err := c.Decode([]byte(avroSchemaFile(t, "all_types.json")), true)
+	js, err := c.Decode([]byte(testdataFile(t, "all_types.json")), true)
 	if err != nil {
 		t.Fatalf("JSON: %v", err)
 	}
@@ -175,8 +175,8 @@ func TestAvroDecodeAllTypes(t *testing.T) {
 		name string
 		v    any
 	}{{"binary", bin}, {"JSON", js}} {
-		for _, r := range avroRenderings {
-			got, err := value.Tree{V: enc.v}.AppendPath([]byte("<"), avroSegments(r.path))
+		for _, r := range renderings {
+			got, err := value.Tree{V: enc.v}.AppendPath([]byte("<"), segments(r.path))
 			switch {
 			case r.err != nil && !errors.Is(err, r.err):
 				t.Errorf("%s %s: error %v, want %v", enc.name, r.path, err, r.err)
@@ -191,7 +191,7 @@ func TestAvroDecodeAllTypes(t *testing.T) {
 		t.Errorf("binary and JSON decode differently:\n%#v\n%#v", bin, js)
 	}
 
-	// The Go types of value.go, exactly.
+	// The Go types of the value model (package value), exactly.
 	m := bin.(map[string]any)
 	types := map[string]any{
 		"count": int64(0), "ratio": 0.0, "raw": []byte(nil), "hash": []byte(nil), "status": "",
@@ -259,12 +259,12 @@ func TestAvroDecimal(t *testing.T) {
 		} else {
 			new(big.Int).Add(v, new(big.Int).Lsh(big.NewInt(1), uint(8*n))).FillBytes(b)
 		}
-		got, err := avroDecimal(b, tc.scale, 0)
+		got, err := decimal(b, tc.scale, 0)
 		if err != nil || string(got) != tc.want {
 			t.Errorf("decimal %s scale %d = %q, %v; want %q", tc.unscaled, tc.scale, got, err, tc.want)
 		}
 	}
-	if got, err := avroDecimal(nil, 2, 0); err != nil || got != "0.00" {
+	if got, err := decimal(nil, 2, 0); err != nil || got != "0.00" {
 		t.Errorf("empty decimal = %q, %v", got, err)
 	}
 }
@@ -303,7 +303,7 @@ func TestAvroJSON(t *testing.T) {
 		{"name": "list", "type": {"type": "array", "items": "E"}, "default": ["B"]},
 		{"name": "s", "type": "string", "default": "é"}
 	]}`
-	c := mustAvro(t, schema)
+	c := mustCompile(t, schema)
 	for _, tc := range []struct {
 		name, json, path, want string
 		err                    string // a part of the error's text
@@ -363,7 +363,7 @@ func TestAvroJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := value.Tree{V: v}.AppendPath(nil, avroSegments(tc.path))
+			got, err := value.Tree{V: v}.AppendPath(nil, segments(tc.path))
 			if err != nil || string(got) != tc.want {
 				t.Fatalf("%s = %q, %v; want %q", tc.path, got, err, tc.want)
 			}
@@ -371,13 +371,13 @@ func TestAvroJSON(t *testing.T) {
 	}
 
 	// Nulls in maps and arrays are kept.
-	nm := mustAvro(t, `{"type": "map", "values": {"type": "array", "items": ["null", "long"]}}`)
+	nm := mustCompile(t, `{"type": "map", "values": {"type": "array", "items": ["null", "long"]}}`)
 	for _, in := range []struct {
 		data   []byte
 		isJSON bool
 	}{
 		{[]byte(`{"a": [null, 1]}`), true},
-		{avroCat(avroVarint(1), avroVarint(1), []byte("a"), avroVarint(2), avroVarint(0), avroVarint(1), avroVarint(1), avroVarint(0), avroVarint(0)), false},
+		{cat(varint(1), varint(1), []byte("a"), varint(2), varint(0), varint(1), varint(1), varint(0), varint(0)), false},
 	} {
 		v, err := nm.Decode(in.data, in.isJSON)
 		got, _ := value.Tree{V: v}.AppendPath(nil, nil)
@@ -387,9 +387,9 @@ func TestAvroJSON(t *testing.T) {
 	}
 
 	// A record lacking a field without a default.
-	c2 := mustAvro(t, avroSchemaFile(t, "all_types.avsc"))
+	c2 := mustCompile(t, testdataFile(t, "all_types.avsc"))
 	var m map[string]any
-	if err := json.Unmarshal([]byte(avroSchemaFile(t, "all_types.json")), &m); err != nil {
+	if err := json.Unmarshal([]byte(testdataFile(t, "all_types.json")), &m); err != nil {
 		t.Fatal(err)
 	}
 	delete(m, "level")
@@ -422,7 +422,7 @@ func TestAvroJSON(t *testing.T) {
 			members = append(members, fmt.Sprintf(`"f%d": %d`, i, i))
 		}
 	}
-	wide := mustAvro(t, `{"type": "record", "name": "Wide", "fields": [`+strings.Join(fields, ",")+`]}`)
+	wide := mustCompile(t, `{"type": "record", "name": "Wide", "fields": [`+strings.Join(fields, ",")+`]}`)
 	if v, err := wide.Decode([]byte(`{"f0": 5, `+strings.Join(members, ", ")+`}`), true); err != nil || v.(map[string]any)["f69"] != int64(7) || v.(map[string]any)["f0"] != int64(0) {
 		t.Errorf("70 fields: %v, %v", v, err)
 	}
@@ -448,34 +448,34 @@ func TestAvroCompileErrors(t *testing.T) {
 		{`{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int", "default": "x"}]}`, "invalid default"},
 		{`["int", "int"]`, "union type must be unique"},
 	} {
-		_, err := compileAvro(tc.schema)
+		_, err := Compile(tc.schema)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("compileAvro(%s) = %v, want an error with %q", tc.schema, err, tc.err)
+			t.Errorf("Compile(%s) = %v, want an error with %q", tc.schema, err, tc.err)
 		}
 	}
 	// Each compilation has its own names: a name defined by an earlier
 	// schema is unknown to a later one.
-	mustAvro(t, `{"type": "record", "name": "Leak", "fields": []}`)
-	if _, err := compileAvro(`{"type": "array", "items": "Leak"}`); err == nil {
+	mustCompile(t, `{"type": "record", "name": "Leak", "fields": []}`)
+	if _, err := Compile(`{"type": "array", "items": "Leak"}`); err == nil {
 		t.Error("a name of an earlier schema leaked into a later one")
 	}
 	// Two revisions may define the same name differently.
-	a := mustAvro(t, `{"type": "record", "name": "V", "fields": [{"name": "a", "type": "int"}]}`)
-	b := mustAvro(t, `{"type": "record", "name": "V", "fields": [{"name": "b", "type": "string"}]}`)
-	if a.CheckPath(avroSegments("a")) != nil || b.CheckPath(avroSegments("b")) != nil {
+	a := mustCompile(t, `{"type": "record", "name": "V", "fields": [{"name": "a", "type": "int"}]}`)
+	b := mustCompile(t, `{"type": "record", "name": "V", "fields": [{"name": "b", "type": "string"}]}`)
+	if a.CheckPath(segments("a")) != nil || b.CheckPath(segments("b")) != nil {
 		t.Error("revisions of one name mixed up")
 	}
 }
 
-// avroVarint is n in Avro's zig-zag varint.
-func avroVarint(n int64) []byte {
+// varint is n in Avro's zig-zag varint.
+func varint(n int64) []byte {
 	return binary.AppendUvarint(nil, uint64(n<<1^n>>63))
 }
 
-func avroCat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// avroAllocated runs f and returns the bytes it allocated.
-func avroAllocated(f func()) uint64 {
+// allocated runs f and returns the bytes it allocated.
+func allocated(f func()) uint64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -502,50 +502,50 @@ func TestAvroHostile(t *testing.T) {
 		"decimal": `{"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}`,
 		"nested":  `{"type": "array", "items": {"type": "array", "items": "null"}}`,
 	}
-	codecs := map[string]*avroCodec{}
+	codecs := map[string]*Codec{}
 	for name, s := range schemas {
-		codecs[name] = mustAvro(t, s)
+		codecs[name] = mustCompile(t, s)
 	}
 	// blocks of 8191 nulls (2 bytes each): a million items in 256 bytes
 	var manyBlocks []byte
 	for range 128 {
-		manyBlocks = append(manyBlocks, avroVarint(8191)...)
+		manyBlocks = append(manyBlocks, varint(8191)...)
 	}
 	for _, tc := range []struct {
 		name, schema string
 		data         []byte
 		err          string
 	}{
-		{"2^31 nulls", "nulls", avroCat(avroVarint(1<<31), avroVarint(0)), "items that take no bytes"},
-		{"2^62 nulls", "nulls", avroCat(avroVarint(1<<62), avroVarint(0)), "items that take no bytes"},
-		{"many blocks of nulls", "nulls", avroCat(manyBlocks, avroVarint(0)), "items that take no bytes"},
-		{"2^31 empty records", "empties", avroCat(avroVarint(1<<31), avroVarint(0)), "items that take no bytes"},
-		{"2^31 arrays of nulls", "nested", avroCat(avroVarint(1<<31), avroVarint(0)), "bytes left"},
-		{"2^31 ints", "ints", avroCat(avroVarint(1<<31), avroVarint(0)), "is more than the 1 bytes left"},
-		{"negative block count with its size", "ints", avroCat(avroVarint(-(1 << 40)), avroVarint(8), avroVarint(0)), "bytes left"},
-		{"minimum block count", "ints", avroCat(avroVarint(math.MinInt64), avroVarint(0)), "invalid block count"},
-		{"negative block size", "ints", avroCat(avroVarint(-1), avroVarint(-1), avroVarint(5), avroVarint(0)), "negative block size"},
-		{"9 bytes for 2 doubles", "doubles", avroCat(avroVarint(2), make([]byte, 9)), "bytes left"},
-		{"2^31 map entries", "map", avroCat(avroVarint(1<<31), avroVarint(0)), "bytes left"},
-		{"2^40-byte string", "string", avroVarint(1 << 40), "string length 1099511627776 is more than the 0 bytes left"},
-		{"negative string length", "string", avroVarint(-1), "negative string length"},
-		{"huge bytes", "bytes", avroCat(avroVarint(1<<30), []byte("abc")), "more than the 3 bytes left"},
+		{"2^31 nulls", "nulls", cat(varint(1<<31), varint(0)), "items that take no bytes"},
+		{"2^62 nulls", "nulls", cat(varint(1<<62), varint(0)), "items that take no bytes"},
+		{"many blocks of nulls", "nulls", cat(manyBlocks, varint(0)), "items that take no bytes"},
+		{"2^31 empty records", "empties", cat(varint(1<<31), varint(0)), "items that take no bytes"},
+		{"2^31 arrays of nulls", "nested", cat(varint(1<<31), varint(0)), "bytes left"},
+		{"2^31 ints", "ints", cat(varint(1<<31), varint(0)), "is more than the 1 bytes left"},
+		{"negative block count with its size", "ints", cat(varint(-(1 << 40)), varint(8), varint(0)), "bytes left"},
+		{"minimum block count", "ints", cat(varint(math.MinInt64), varint(0)), "invalid block count"},
+		{"negative block size", "ints", cat(varint(-1), varint(-1), varint(5), varint(0)), "negative block size"},
+		{"9 bytes for 2 doubles", "doubles", cat(varint(2), make([]byte, 9)), "bytes left"},
+		{"2^31 map entries", "map", cat(varint(1<<31), varint(0)), "bytes left"},
+		{"2^40-byte string", "string", varint(1 << 40), "string length 1099511627776 is more than the 0 bytes left"},
+		{"negative string length", "string", varint(-1), "negative string length"},
+		{"huge bytes", "bytes", cat(varint(1<<30), []byte("abc")), "more than the 3 bytes left"},
 		{"varint overflow", "int", bytes.Repeat([]byte{0xff}, 11), "overflows"},
-		{"long in an int", "int", avroVarint(1 << 40), "int value out of range"},
+		{"long in an int", "int", varint(1 << 40), "int value out of range"},
 		{"truncated varint", "int", []byte{0x80}, "unexpected end"},
 		{"bool 2", "bool", []byte{2}, "invalid boolean"},
-		{"union index 2", "union", avroVarint(2), "has no branch 2"},
-		{"union index -1", "union", avroVarint(-1), "has no branch -1"},
-		{"enum index 1", "enum", avroVarint(1), "has no symbol 1"},
+		{"union index 2", "union", varint(2), "has no branch 2"},
+		{"union index -1", "union", varint(-1), "has no branch -1"},
+		{"enum index 1", "enum", varint(1), "has no symbol 1"},
 		{"short fixed", "fixed", make([]byte, 10), "unexpected end"},
-		{"time of day past midnight", "time", avroVarint(86400000), "not a time of day"},
-		{"negative time of day", "time", avroVarint(-1), "not a time of day"},
-		{"decimal beyond its precision", "decimal", avroCat(avroVarint(4), []byte{0x7f, 1, 2, 3}), "more than its precision allows"},
+		{"time of day past midnight", "time", varint(86400000), "not a time of day"},
+		{"negative time of day", "time", varint(-1), "not a time of day"},
+		{"decimal beyond its precision", "decimal", cat(varint(4), []byte{0x7f, 1, 2, 3}), "more than its precision allows"},
 		{"empty", "int", nil, "unexpected end"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			alloc := avroAllocated(func() { _, err = codecs[tc.schema].Decode(tc.data, false) })
+			alloc := allocated(func() { _, err = codecs[tc.schema].Decode(tc.data, false) })
 			if err == nil || !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("error %v, want invalid payload with %q", err, tc.err)
 			}
@@ -560,26 +560,26 @@ func TestAvroHostile(t *testing.T) {
 		t.Errorf("an int and a stray byte: %v, %v; want 1", v, err)
 	}
 	// The budget of zero-byte items lets a payload's worth through.
-	v, err := codecs["nulls"].Decode(avroCat(avroVarint(1000), avroVarint(0)), false)
+	v, err := codecs["nulls"].Decode(cat(varint(1000), varint(0)), false)
 	if err != nil || len(v.([]any)) != 1000 {
 		t.Errorf("1000 nulls: %v", err)
 	}
 	// A decimal that fits its precision, with redundant sign bytes.
-	if v, err := codecs["decimal"].Decode(avroCat(avroVarint(5), []byte{0xff, 0xff, 0xff, 0xd8, 0xf1}), false); err != nil || v != value.Decimal("-99.99") {
+	if v, err := codecs["decimal"].Decode(cat(varint(5), []byte{0xff, 0xff, 0xff, 0xd8, 0xf1}), false); err != nil || v != value.Decimal("-99.99") {
 		t.Errorf("decimal -99.99 = %v, %v", v, err)
 	}
 }
 
 func TestAvroTruncated(t *testing.T) {
-	schema := avroSchemaFile(t, "all_types.avsc")
-	c := mustAvro(t, schema)
-	data := avroMarshal(t, schema, allTypesValue())
+	schema := testdataFile(t, "all_types.avsc")
+	c := mustCompile(t, schema)
+	data := marshal(t, schema, allTypesValue())
 	for i := range data {
 		if _, err := c.Decode(data[:i], false); !errors.Is(err, template.ErrInvalidPayload) {
 			t.Fatalf("the first %d of %d bytes: %v, want invalid payload", i, len(data), err)
 		}
 	}
-	js := []byte(avroSchemaFile(t, "all_types.json"))
+	js := []byte(testdataFile(t, "all_types.json"))
 	js = bytes.TrimSpace(js)
 	for i := range js {
 		if _, err := c.Decode(js[:i], true); !errors.Is(err, template.ErrInvalidPayload) {
@@ -588,18 +588,18 @@ func TestAvroTruncated(t *testing.T) {
 	}
 }
 
-// avroList is a linked list of n nodes of recursive.avsc: binary, JSON.
-func avroList(n int) ([]byte, []byte) {
+// linkedList is a linked list of n nodes of recursive.avsc: binary, JSON.
+func linkedList(n int) ([]byte, []byte) {
 	var bin []byte
 	var js strings.Builder
 	for i := range n {
-		bin = append(bin, avroVarint(int64(i))...)
-		js.WriteString(`{"value": ` + avroItoa(i) + `, "next": `)
+		bin = append(bin, varint(int64(i))...)
+		js.WriteString(`{"value": ` + itoa(i) + `, "next": `)
 		if i < n-1 {
-			bin = append(bin, avroVarint(1)...)
+			bin = append(bin, varint(1)...)
 			js.WriteString(`{"Node": `)
 		} else {
-			bin = append(bin, avroVarint(0)...)
+			bin = append(bin, varint(0)...)
 			js.WriteString(`null`)
 		}
 	}
@@ -612,12 +612,12 @@ func avroList(n int) ([]byte, []byte) {
 	return bin, []byte(js.String())
 }
 
-func avroItoa(i int) string { return big.NewInt(int64(i)).String() }
+func itoa(i int) string { return big.NewInt(int64(i)).String() }
 
 func TestAvroRecursive(t *testing.T) {
-	c := mustAvro(t, avroSchemaFile(t, "recursive.avsc"))
+	c := mustCompile(t, testdataFile(t, "recursive.avsc"))
 	for _, n := range []int{1, 100, value.MaxDepth, value.MaxDepth + 1, 200, 100000} {
-		bin, js := avroList(n)
+		bin, js := linkedList(n)
 		for _, enc := range []struct {
 			name string
 			data []byte
@@ -634,8 +634,8 @@ func TestAvroRecursive(t *testing.T) {
 				t.Fatalf("%s list of %d: %v", enc.name, n, err)
 			}
 			path := strings.Repeat("next.", n-1) + "value"
-			got, err := value.Tree{V: v}.AppendPath(nil, avroSegments(path))
-			if err != nil || string(got) != avroItoa(n-1) {
+			got, err := value.Tree{V: v}.AppendPath(nil, segments(path))
+			if err != nil || string(got) != itoa(n-1) {
 				t.Errorf("%s list of %d: last value %q, %v", enc.name, n, got, err)
 			}
 			if _, err := value.AppendJSON(nil, v, 0); err != nil {
@@ -645,11 +645,11 @@ func TestAvroRecursive(t *testing.T) {
 	}
 
 	// Recursion through arrays, and zero-byte items beside it.
-	tr := mustAvro(t, avroSchemaFile(t, "tree.avsc"))
-	leaf := avroCat(avroVarint(1), []byte("x"), avroVarint(0), avroVarint(3), avroVarint(0), avroVarint(1), avroVarint(1), []byte("k"), avroVarint(0))
+	tr := mustCompile(t, testdataFile(t, "tree.avsc"))
+	leaf := cat(varint(1), []byte("x"), varint(0), varint(3), varint(0), varint(1), varint(1), []byte("k"), varint(0))
 	node := leaf
 	for range 200 {
-		node = avroCat(avroVarint(1), []byte("n"), avroVarint(1), node, avroVarint(0), avroVarint(0), avroVarint(0))
+		node = cat(varint(1), []byte("n"), varint(1), node, varint(0), varint(0), varint(0))
 	}
 	if _, err := tr.Decode(leaf, false); err != nil {
 		t.Errorf("tree leaf: %v", err)
@@ -660,17 +660,17 @@ func TestAvroRecursive(t *testing.T) {
 }
 
 func TestAvroCheckPath(t *testing.T) {
-	c := mustAvro(t, avroSchemaFile(t, "all_types.avsc"))
+	c := mustCompile(t, testdataFile(t, "all_types.avsc"))
 	for _, path := range []string{
 		"sensor", "location", "location.lat", "tags.anything", "tags.0", "samples.3", "note",
 		"shape.radius", "shape.side", "ts_ms", "price", "hash",
 	} {
-		if err := c.CheckPath(avroSegments(path)); err != nil {
+		if err := c.CheckPath(segments(path)); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
 	}
 	for _, tc := range []struct{ path, err string }{
-		// as mapping.go reports it: the placeholder, then CheckPath's error
+		// as package mapping reports it: the placeholder, then CheckPath's error
 		{"sensr", `{data.sensr}: no field "sensr" in record Reading; did you mean "sensor"?`},
 		{"Sensor", `{data.Sensor}: no field "Sensor" in record Reading; did you mean "sensor"?`},
 		{"zzz", `{data.zzz}: no field "zzz" in record Reading`},
@@ -684,19 +684,19 @@ func TestAvroCheckPath(t *testing.T) {
 		{"nothing.x", `{data.nothing.x}: data.nothing is always null`},
 		{"0", `{data.0}: no field "0" in record Reading`},
 	} {
-		err := c.CheckPath(avroSegments(tc.path))
+		err := c.CheckPath(segments(tc.path))
 		if err == nil || "{data."+tc.path+"}: "+err.Error() != tc.err {
 			t.Errorf("%s: %v\nwant %s", tc.path, err, tc.err)
 		}
 	}
 
 	// each: the element of an array; the messages name it item.
-	ev := mustAvro(t, `{"type": "record", "name": "Batch", "fields": [
+	ev := mustCompile(t, `{"type": "record", "name": "Batch", "fields": [
 		{"name": "device", "type": "string"},
 		{"name": "readings", "type": {"type": "array", "items": {"type": "record", "name": "Reading", "fields": [
 			{"name": "value", "type": "double"}, {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}}}]}`)
 	each := func(list, items string) []template.Segment {
-		return append(append(avroSegments(list), avroEachStep), avroSegments(items)...)
+		return append(append(segments(list), eachStep), segments(items)...)
 	}
 	for _, tc := range []struct{ list, items, err string }{
 		{"readings", "value", ""},
@@ -735,10 +735,10 @@ func benchEvent() map[string]any {
 // hamba/avro's Unmarshal into any, without the conversion to the value
 // model, for comparison.
 func BenchmarkAvroDecode(b *testing.B) {
-	schema := avroSchemaFile(b, "bench.avsc")
-	c := mustAvro(b, schema)
-	data := avroMarshal(b, schema, benchEvent())
-	paths := [][]template.Segment{avroSegments("device"), avroSegments("at"), avroSegments("temperature"), avroSegments("labels.zone")}
+	schema := testdataFile(b, "bench.avsc")
+	c := mustCompile(b, schema)
+	data := marshal(b, schema, benchEvent())
+	paths := [][]template.Segment{segments("device"), segments("at"), segments("temperature"), segments("labels.zone")}
 	jsonData := []byte(`{"device":"sensor-0042","site":"plant-3/line-2","at":1767323045678,"temperature":21.75,"humidity":0.43,"status":"OK","firmware":{"string":"v2.14.3-rc1+build.7781"},"location":{"lat":48.1371,"lon":11.5754},"labels":{"owner":"team-sensors","rack":"r17","zone":"cold-aisle-b"},"samples":[1201,1199,1207,1215,1190,1188,1203,1209,1211,1196,1202,1204],"batch":"6f1c2a7e-3b4d-4e8f-9a0b-1c2d3e4f5a6b","seq":123456789}`)
 	run := func(b *testing.B, data []byte, isJSON bool) {
 		b.ReportAllocs()
@@ -763,12 +763,12 @@ func BenchmarkAvroDecode(b *testing.B) {
 	})
 	b.Run("json", func(b *testing.B) { run(b, jsonData, true) })
 	b.Run("hamba-generic", func(b *testing.B) {
-		s := avro.MustParse(schema)
+		s := hamba.MustParse(schema)
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
 			var v any
-			if err := avro.Unmarshal(s, data, &v); err != nil {
+			if err := hamba.Unmarshal(s, data, &v); err != nil {
 				b.Fatal(err)
 			}
 		}

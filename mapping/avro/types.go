@@ -1,4 +1,7 @@
-package mapping
+package avro
+
+// The schema's CEL types: Types makes them from the compiled schema
+// (compile.go), for CEL's checker, as package schema says.
 
 import (
 	"slices"
@@ -7,16 +10,14 @@ import (
 	"github.com/pubsink/pubsink/mapping/schema"
 )
 
-// ---- Avro ----
-
-// Types is the schema's types (see schemaTypes).
-func (c *avroCodec) Types() *schema.Types {
+// Types is the schema's types (see schema.Types).
+func (c *Codec) Types() *schema.Types {
 	s := schema.NewTypes()
-	s.Root = avroType(s, c.root)
+	s.Root = celType(s, c.root)
 	return s
 }
 
-func avroType(s *schema.Types, n *avroNode) *cel.Type {
+func celType(s *schema.Types, n *node) *cel.Type {
 	switch n.kind {
 	case avroNull:
 		return cel.NullType
@@ -40,9 +41,9 @@ func avroType(s *schema.Types, n *avroNode) *cel.Type {
 	case avroString, avroEnum:
 		return cel.StringType
 	case avroArray:
-		return cel.ListType(avroType(s, n.elem))
+		return cel.ListType(celType(s, n.elem))
 	case avroMap:
-		return cel.MapType(cel.StringType, avroType(s, n.elem))
+		return cel.MapType(cel.StringType, celType(s, n.elem))
 	case avroRecord:
 		t := cel.ObjectType(n.full)
 		st, added := s.AddStruct(n.full, "record "+n.name)
@@ -50,7 +51,7 @@ func avroType(s *schema.Types, n *avroNode) *cel.Type {
 			return t // a recursive record, or one named twice
 		}
 		for _, f := range n.fields {
-			st.Add(f.name, avroType(s, f.node))
+			st.Add(f.name, celType(s, f.node))
 		}
 		return t
 	case avroUnion:
@@ -59,7 +60,7 @@ func avroType(s *schema.Types, n *avroNode) *cel.Type {
 			if b.kind == avroNull {
 				continue
 			}
-			t := avroType(s, b)
+			t := celType(s, b)
 			if !slices.ContainsFunc(branches, t.IsExactType) {
 				branches = append(branches, t)
 			}

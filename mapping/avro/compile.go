@@ -1,86 +1,10 @@
-package mapping
+package avro
 
-// Avro payloads (issue 19): a schema compiles once (compileAvro) into a tree
-// of avroNode; decode reads one message's datum, in Avro's binary encoding
-// (the datum alone: no container, no header, no fingerprint) or its JSON
-// encoding, into the value model of value.go. This file is the schema
-// compiler and the codec type: the decoders are avro_binary.go and
-// avro_json.go (whose opening comment defines the JSON encoding read), and
-// the check of placeholder paths against the schema is avro_path.go.
-//
-// What each Avro type decodes to, and what a template renders for it
-// (tree.AppendPath; inside a record, map or array the value is compact JSON
-// as value.go's appendJSON writes it):
-//
-//	Avro type                      decoded as       rendered as
-//	null                           nil              missing_field (the template fails)
-//	boolean                        bool             true | false
-//	int, long                      int64            -7, 1234567890123
-//	float                          float64 (1)      0.1, 21.5, NaN, Infinity, -Infinity
-//	double                         float64          21.5, 1e+21, 1e-7 (as JSON writes it)
-//	string                         string           its bytes, as they are
-//	bytes, fixed                   []byte           its bytes, as they are (base64 inside JSON)
-//	enum                           string           the symbol: WARN
-//	record, map                    map[string]any   {"lat":52.5,"lon":13.4} (keys sorted; a record's
-//	                                                 null field is absent (3))
-//	array                          []any            [1,2.5]
-//	union                          its branch's value, as above
-//	timestamp-millis, -micros,     time.Time (UTC)  2024-05-06T07:08:09.123Z (always 3 digits,
-//	 -nanos (2), local-timestamp-*                   truncated: micros and nanos are kept in the
-//	                                                 value, not in the text)
-//	date                           string           2024-05-06
-//	time-millis                    string           07:08:09.123
-//	time-micros                    string           07:08:09.123456
-//	decimal (bytes or fixed)       value.Decimal          -12.34 (exactly scale digits after the point;
-//	                                                 a number, unquoted, inside JSON)
-//	uuid (string)                  string           123e4567-e89b-12d3-a456-426614174000, as sent
-//	uuid (fixed 16) (2)            string           the same text, lower-case hex
-//	duration (fixed 12)            []byte           its 12 bytes (months, days, millis)
-//
-// (1) A float becomes the float64 nearest the shortest decimal that reads
-// back as the same float32, so 0.1f renders 0.1, not 0.10000000149011612.
-// (2) Avro 1.12 types that hamba/avro does not know; read from the schema's
-// logicalType property. A logical type on the wrong base type, or a decimal
-// whose precision and scale are invalid, is ignored (its base type is used),
-// as the Avro specification says.
-// (3) As an unset proto field is: has(data.site) is false for a null site,
-// as for a JSON payload without it, and {data.site} is missing_field either
-// way. A null in a map or an array is kept (nil).
-//
-// Hostile payloads. A payload may be crafted; decoding never panics and its
-// work and memory stay proportional to the payload:
-//   - a decoded tree nests at most maxDepth levels (records, maps and arrays;
-//     a union adds none), whatever recursion the schema allows: deeper is
-//     invalid_payload, and no decoder recursion goes further;
-//   - a string, bytes or fixed whose length is more than the bytes left is
-//     an error before anything is allocated;
-//   - an array or map block's count n is checked before its items are read:
-//     n items of a type whose smallest encoding is k > 0 bytes must fit in
-//     the bytes left (n*k <= left); items that can take no bytes at all
-//     (null, a record of nulls, fixed of size 0) are counted, at most
-//     len(payload)+1024 of them per payload (a block count of 2^31 nulls
-//     takes 5 bytes); a map's keys take a byte at least, so a map is bounded
-//     by its bytes; and room for at most 1024 items is made before they are
-//     read (appending grows it as they come);
-//   - a bytes or fixed decimal longer than its precision needs is an error
-//     (so that its conversion to text stays cheap).
-// Binary decoding therefore makes at most F nodes per payload byte plus F per
-// zero-byte item, F being a constant of the schema (how many nodes its
-// records make out of their smallest encoding); JSON decoding makes at most
-// one node per byte plus the defaults of missing fields. Strings (but JSON
-// strings with escapes) are substrings of one copy of the payload.
-//
-// Why not hamba/avro's decoder (Unmarshal into any), with its Config limits:
-// it recurses as deep as the payload nests a recursive schema (a Go stack
-// overflow is fatal, not a recoverable panic); its generic reader loops over
-// a block's count appending an item each time, even after an error, and
-// consults neither MaxSliceAllocSize (which bounds the typed decoder's
-// items of one array, not zero-byte items across arrays) nor a map limit
-// (v2.31.0 has no MaxMapAllocSize); and it allocates a string's claimed
-// length, up to MaxByteSliceSize, before it knows the payload holds it
-// (which a 10 MB payload makes 10 MB per claim). So hamba/avro parses the
-// schema (and encodes the tests' payloads), and avro_binary.go and
-// avro_json.go read the datum, faster too (BenchmarkAvroDecode).
+// Compiling an Avro schema: Compile parses a schema's JSON text (with
+// hamba/avro) into a tree of node, the Codec; the values of logical types
+// and of field defaults, which both decoders share, are here too. The
+// decoders are binary.go and json.go, the check of placeholder paths is
+// path.go, the schema's CEL types are types.go.
 
 import (
 	"encoding/json"
@@ -95,20 +19,23 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hamba/avro/v2"
+	hamba "github.com/hamba/avro/v2"
+	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/mapping/value"
 )
 
-// avroCodec is a compiled Avro schema. It is immutable and safe for
-// concurrent use.
-type avroCodec struct {
-	root *avroNode
+// Codec is a compiled Avro schema: the schema.Codec of package mapping. It
+// is immutable and safe for concurrent use.
+type Codec struct {
+	root *node
 }
 
-type avroKind uint8
+var _ schema.Codec = (*Codec)(nil)
+
+type kind uint8
 
 const (
-	avroNull avroKind = iota
+	avroNull kind = iota
 	avroBoolean
 	avroInt
 	avroLong
@@ -124,17 +51,17 @@ const (
 	avroFixed
 )
 
-var avroKindNames = [...]string{
+var kindNames = [...]string{
 	avroNull: "null", avroBoolean: "boolean", avroInt: "int", avroLong: "long",
 	avroFloat: "float", avroDouble: "double", avroBytes: "bytes", avroString: "string",
 	avroRecord: "record", avroEnum: "enum", avroArray: "array", avroMap: "map",
 	avroUnion: "union", avroFixed: "fixed",
 }
 
-type avroLogical uint8
+type logical uint8
 
 const (
-	logicalNone avroLogical = iota
+	logicalNone logical = iota
 	logicalDecimal
 	logicalUUID
 	logicalDate
@@ -160,26 +87,26 @@ const (
 
 var jsonKindNames = [jsonKinds]string{"null", "boolean", "number", "string", "array", "object"}
 
-// avroNode is one type of a compiled schema. A recursive schema's nodes
+// node is one type of a compiled schema. A recursive schema's nodes
 // point back at their named ancestors.
-type avroNode struct {
-	kind    avroKind
-	logical avroLogical
+type node struct {
+	kind    kind
+	logical logical
 	// logicalName is the schema's logicalType, for messages ("" if none).
 	logicalName string
 	// name is a named type's short name (record, enum, fixed); full its full
 	// name; both are the type's name ("string", "array") for the others.
 	name, full string
 
-	fields  []avroField    // record
+	fields  []field        // record
 	index   map[string]int // record: field by name; enum: symbol by name
 	symbols []string       // enum
-	elem    *avroNode      // array items, map values
+	elem    *node          // array items, map values
 	size    int            // fixed
 	scale   int            // decimal
 	maxLen  int            // bytes decimal: the most bytes its precision needs
 
-	branches []*avroNode     // union
+	branches []*node         // union
 	byName   map[string]int  // union: branch by JSON wrapper name
 	plain    [jsonKinds]int8 // union: the branch a plain JSON value of each kind goes to; -1 none, -2 several
 
@@ -189,33 +116,33 @@ type avroNode struct {
 	sized   uint8 // 1 while sizing, 2 once sized
 }
 
-type avroField struct {
+type field struct {
 	name   string
-	node   *avroNode
+	node   *node
 	hasDef bool
 	def    any // the default, decoded; copied before use when it is a map, list or bytes
 }
 
-// compileAvro parses an Avro schema (JSON text, as a Pub/Sub schema's
+// Compile parses an Avro schema (JSON text, as a Pub/Sub schema's
 // definition or an .avsc file holds it). Each call parses into a fresh name
 // cache: two revisions of a schema may define the same names differently.
-func compileAvro(definition string) (*avroCodec, error) {
+func Compile(definition string) (*Codec, error) {
 	if !json.Valid([]byte(definition)) {
 		var v any
 		err := json.Unmarshal([]byte(definition), &v)
 		return nil, fmt.Errorf("avro schema is not valid JSON: %v", err)
 	}
-	s, err := avro.ParseWithCache(definition, "", &avro.SchemaCache{})
+	s, err := hamba.ParseWithCache(definition, "", &hamba.SchemaCache{})
 	if err != nil {
 		return nil, fmt.Errorf("avro schema: %s", strings.TrimPrefix(err.Error(), "avro: "))
 	}
-	c := &avroCompiler{named: map[string]*avroNode{}, seen: map[*avroNode]bool{}}
+	c := &compiler{named: map[string]*node{}, seen: map[*node]bool{}}
 	root, err := c.node(s)
 	if err != nil {
 		return nil, fmt.Errorf("avro schema: %v", err)
 	}
 	for _, n := range c.all {
-		avroSize(n)
+		minSize(n)
 	}
 	for _, r := range c.records {
 		for i := range r.fields {
@@ -225,21 +152,21 @@ func compileAvro(definition string) (*avroCodec, error) {
 			}
 			// A default that does not fit the model (hamba/avro checked it
 			// against the type already) is as good as none.
-			f.def, err = avroDefault(f.node, f.def, 0)
+			f.def, err = defaultValue(f.node, f.def, 0)
 			f.hasDef = err == nil
 		}
 	}
-	return &avroCodec{root: root}, nil
+	return &Codec{root: root}, nil
 }
 
-type avroCompiler struct {
-	named   map[string]*avroNode
-	records []*avroNode
-	all     []*avroNode // every node, once
-	seen    map[*avroNode]bool
+type compiler struct {
+	named   map[string]*node
+	records []*node
+	all     []*node // every node, once
+	seen    map[*node]bool
 }
 
-func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
+func (c *compiler) node(s hamba.Schema) (*node, error) {
 	n, err := c.build(s)
 	if err == nil && !c.seen[n] {
 		c.seen[n] = true
@@ -248,43 +175,43 @@ func (c *avroCompiler) node(s avro.Schema) (*avroNode, error) {
 	return n, err
 }
 
-func (c *avroCompiler) build(s avro.Schema) (*avroNode, error) {
-	if ref, ok := s.(*avro.RefSchema); ok {
+func (c *compiler) build(s hamba.Schema) (*node, error) {
+	if ref, ok := s.(*hamba.RefSchema); ok {
 		s = ref.Schema()
 	}
-	if ns, ok := s.(avro.NamedSchema); ok {
+	if ns, ok := s.(hamba.NamedSchema); ok {
 		if n := c.named[ns.FullName()]; n != nil {
 			return n, nil
 		}
 	}
 	switch s := s.(type) {
-	case *avro.NullSchema:
-		return &avroNode{kind: avroNull, name: "null", full: "null"}, nil
-	case *avro.PrimitiveSchema:
-		n := &avroNode{}
+	case *hamba.NullSchema:
+		return &node{kind: avroNull, name: "null", full: "null"}, nil
+	case *hamba.PrimitiveSchema:
+		n := &node{}
 		switch s.Type() {
-		case avro.Boolean:
+		case hamba.Boolean:
 			n.kind = avroBoolean
-		case avro.Int:
+		case hamba.Int:
 			n.kind = avroInt
-		case avro.Long:
+		case hamba.Long:
 			n.kind = avroLong
-		case avro.Float:
+		case hamba.Float:
 			n.kind = avroFloat
-		case avro.Double:
+		case hamba.Double:
 			n.kind = avroDouble
-		case avro.Bytes:
+		case hamba.Bytes:
 			n.kind = avroBytes
-		case avro.String:
+		case hamba.String:
 			n.kind = avroString
 		default:
 			return nil, fmt.Errorf("unknown primitive type %q", s.Type())
 		}
-		n.name, n.full = avroKindNames[n.kind], avroKindNames[n.kind]
+		n.name, n.full = kindNames[n.kind], kindNames[n.kind]
 		c.logical(n, s.Logical(), s.Prop("logicalType"))
 		return n, nil
-	case *avro.RecordSchema:
-		n := &avroNode{kind: avroRecord, name: s.Name(), full: s.FullName(), index: map[string]int{}}
+	case *hamba.RecordSchema:
+		n := &node{kind: avroRecord, name: s.Name(), full: s.FullName(), index: map[string]int{}}
 		c.named[s.FullName()] = n
 		c.records = append(c.records, n)
 		for i, f := range s.Fields() {
@@ -292,39 +219,39 @@ func (c *avroCompiler) build(s avro.Schema) (*avroNode, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s.%s: %w", s.Name(), f.Name(), err)
 			}
-			n.fields = append(n.fields, avroField{name: f.Name(), node: fn, hasDef: f.HasDefault(), def: f.Default()})
+			n.fields = append(n.fields, field{name: f.Name(), node: fn, hasDef: f.HasDefault(), def: f.Default()})
 			n.index[f.Name()] = i
 		}
 		return n, nil
-	case *avro.EnumSchema:
-		n := &avroNode{kind: avroEnum, name: s.Name(), full: s.FullName(), symbols: s.Symbols(), index: map[string]int{}}
+	case *hamba.EnumSchema:
+		n := &node{kind: avroEnum, name: s.Name(), full: s.FullName(), symbols: s.Symbols(), index: map[string]int{}}
 		for i, sym := range n.symbols {
 			n.index[sym] = i
 		}
 		c.named[s.FullName()] = n
 		return n, nil
-	case *avro.FixedSchema:
+	case *hamba.FixedSchema:
 		if s.Size() < 0 {
 			return nil, fmt.Errorf("fixed %s has a negative size", s.Name())
 		}
-		n := &avroNode{kind: avroFixed, name: s.Name(), full: s.FullName(), size: s.Size()}
+		n := &node{kind: avroFixed, name: s.Name(), full: s.FullName(), size: s.Size()}
 		c.named[s.FullName()] = n
 		c.logical(n, s.Logical(), s.Prop("logicalType"))
 		return n, nil
-	case *avro.ArraySchema:
+	case *hamba.ArraySchema:
 		e, err := c.node(s.Items())
 		if err != nil {
 			return nil, err
 		}
-		return &avroNode{kind: avroArray, name: "array", full: "array", elem: e}, nil
-	case *avro.MapSchema:
+		return &node{kind: avroArray, name: "array", full: "array", elem: e}, nil
+	case *hamba.MapSchema:
 		e, err := c.node(s.Values())
 		if err != nil {
 			return nil, err
 		}
-		return &avroNode{kind: avroMap, name: "map", full: "map", elem: e}, nil
-	case *avro.UnionSchema:
-		n := &avroNode{kind: avroUnion, name: "union", full: "union", byName: map[string]int{}}
+		return &node{kind: avroMap, name: "map", full: "map", elem: e}, nil
+	case *hamba.UnionSchema:
+		n := &node{kind: avroUnion, name: "union", full: "union", byName: map[string]int{}}
 		short := map[string]int{}
 		for i, t := range s.Types() {
 			b, err := c.node(t)
@@ -360,7 +287,7 @@ func (c *avroCompiler) build(s avro.Schema) (*avroNode, error) {
 
 // logical sets n's logical type from hamba/avro's, or from the logicalType
 // property for the Avro 1.12 types it does not know.
-func (c *avroCompiler) logical(n *avroNode, l avro.LogicalSchema, prop any) {
+func (c *compiler) logical(n *node, l hamba.LogicalSchema, prop any) {
 	if l == nil {
 		name, _ := prop.(string)
 		switch {
@@ -373,24 +300,24 @@ func (c *avroCompiler) logical(n *avroNode, l avro.LogicalSchema, prop any) {
 	}
 	n.logicalName = string(l.Type())
 	switch l.Type() {
-	case avro.Decimal:
+	case hamba.Decimal:
 		n.logical = logicalDecimal
-		if d, ok := l.(*avro.DecimalLogicalSchema); ok {
+		if d, ok := l.(*hamba.DecimalLogicalSchema); ok {
 			n.scale = d.Scale()
 			// p digits need ceil((p*log2(10)+1)/8) bytes, the sign bit included
 			n.maxLen = int(math.Ceil((float64(d.Precision())*math.Log2(10) + 1) / 8))
 		}
-	case avro.UUID:
+	case hamba.UUID:
 		n.logical = logicalUUID
-	case avro.Date:
+	case hamba.Date:
 		n.logical = logicalDate
-	case avro.TimeMillis:
+	case hamba.TimeMillis:
 		n.logical = logicalTimeMillis
-	case avro.TimeMicros:
+	case hamba.TimeMicros:
 		n.logical = logicalTimeMicros
-	case avro.TimestampMillis, avro.LocalTimestampMillis:
+	case hamba.TimestampMillis, hamba.LocalTimestampMillis:
 		n.logical = logicalTimestampMillis
-	case avro.TimestampMicros, avro.LocalTimestampMicros:
+	case hamba.TimestampMicros, hamba.LocalTimestampMicros:
 		n.logical = logicalTimestampMicros
 	default: // duration: its fixed bytes
 		n.logicalName = ""
@@ -398,7 +325,7 @@ func (c *avroCompiler) logical(n *avroNode, l avro.LogicalSchema, prop any) {
 }
 
 // jsonKind is the kind of JSON value that holds a value of n.
-func (n *avroNode) jsonKind() jsonKind {
+func (n *node) jsonKind() jsonKind {
 	switch n.kind {
 	case avroNull:
 		return jsonNull
@@ -414,21 +341,21 @@ func (n *avroNode) jsonKind() jsonKind {
 	return jsonString // string, bytes, fixed, enum
 }
 
-// avroSize sets n.minSize and returns it: the fewest bytes a value of n
+// minSize sets n.minSize and returns it: the fewest bytes a value of n
 // takes. Within a recursion a record still being sized counts as 0, so the
 // result is a lower bound; every cycle passes through a union, array or map,
 // which take a byte at least.
-func avroSize(n *avroNode) int {
+func minSize(n *node) int {
 	if n.sized != 0 {
 		return n.minSize
 	}
 	n.sized = 1
-	n.minSize = avroSizeOf(n)
+	n.minSize = sizeOf(n)
 	n.sized = 2
 	return n.minSize
 }
 
-func avroSizeOf(n *avroNode) int {
+func sizeOf(n *node) int {
 	switch n.kind {
 	case avroNull:
 		return 0
@@ -443,13 +370,13 @@ func avroSizeOf(n *avroNode) int {
 	case avroUnion:
 		least := math.MaxInt32
 		for _, b := range n.branches {
-			least = min(least, avroSize(b))
+			least = min(least, minSize(b))
 		}
 		return 1 + least
 	case avroRecord:
 		total := 0
 		for _, f := range n.fields {
-			total = min(total+avroSize(f.node), math.MaxInt32)
+			total = min(total+minSize(f.node), math.MaxInt32)
 		}
 		return total
 	}
@@ -458,10 +385,10 @@ func avroSizeOf(n *avroNode) int {
 
 // describe names n's type for messages: "record Reading", "long
 // (timestamp-millis)", "union [null, string]".
-func (n *avroNode) describe() string {
+func (n *node) describe() string {
 	switch n.kind {
 	case avroRecord, avroEnum, avroFixed:
-		s := avroKindNames[n.kind] + " " + n.name
+		s := kindNames[n.kind] + " " + n.name
 		if n.logicalName != "" {
 			s += " (" + n.logicalName + ")"
 		}
@@ -474,15 +401,15 @@ func (n *avroNode) describe() string {
 		return "union [" + strings.Join(names, ", ") + "]"
 	}
 	if n.logicalName != "" {
-		return avroKindNames[n.kind] + " (" + n.logicalName + ")"
+		return kindNames[n.kind] + " (" + n.logicalName + ")"
 	}
-	return avroKindNames[n.kind]
+	return kindNames[n.kind]
 }
 
 // ---- values of logical types, shared by both encodings and the defaults ----
 
 // fromLong is the value of an int or long v of n's logical type.
-func (n *avroNode) fromLong(v int64) (any, error) {
+func (n *node) fromLong(v int64) (any, error) {
 	switch n.logical {
 	case logicalTimestampMillis:
 		return time.UnixMilli(v).UTC(), nil
@@ -497,18 +424,18 @@ func (n *avroNode) fromLong(v int64) (any, error) {
 		if v < 0 || v >= 86400e3 {
 			return nil, errors.New("time-millis value is not a time of day (0 to 86399999)")
 		}
-		return avroTimeOfDay(v/1e3, v%1e3, 3), nil
+		return timeOfDay(v/1e3, v%1e3, 3), nil
 	case logicalTimeMicros:
 		if v < 0 || v >= 86400e6 {
 			return nil, errors.New("time-micros value is not a time of day (0 to 86399999999)")
 		}
-		return avroTimeOfDay(v/1e6, v%1e6, 6), nil
+		return timeOfDay(v/1e6, v%1e6, 6), nil
 	}
 	return v, nil
 }
 
-// avroTimeOfDay is "15:04:05.000" (digits 3) or "15:04:05.000000" (6).
-func avroTimeOfDay(sec, frac int64, digits int) string {
+// timeOfDay is "15:04:05.000" (digits 3) or "15:04:05.000000" (6).
+func timeOfDay(sec, frac int64, digits int) string {
 	b := make([]byte, 0, 15)
 	two := func(v int64) { b = append(b, byte('0'+v/10), byte('0'+v%10)) }
 	two(sec / 3600)
@@ -525,10 +452,10 @@ func avroTimeOfDay(sec, frac int64, digits int) string {
 
 // fromBytes is the value of bytes or fixed b of n's logical type. b may be
 // the payload's memory: the result does not alias it.
-func (n *avroNode) fromBytes(b []byte) (any, error) {
+func (n *node) fromBytes(b []byte) (any, error) {
 	switch n.logical {
 	case logicalDecimal:
-		return avroDecimal(b, n.scale, n.maxLen)
+		return decimal(b, n.scale, n.maxLen)
 	case logicalUUID:
 		const hex = "0123456789abcdef"
 		s := make([]byte, 0, 36)
@@ -543,10 +470,10 @@ func (n *avroNode) fromBytes(b []byte) (any, error) {
 	return slices.Clone(b), nil
 }
 
-// avroDecimal is the decimal text of the big-endian two's complement
+// decimal is the decimal text of the big-endian two's complement
 // unscaled value b with scale digits after the point. maxLen > 0 bounds b's
 // length, without its redundant sign bytes.
-func avroDecimal(b []byte, scale, maxLen int) (value.Decimal, error) {
+func decimal(b []byte, scale, maxLen int) (value.Decimal, error) {
 	for len(b) > 1 && (b[0] == 0 && b[1] < 0x80 || b[0] == 0xff && b[1] >= 0x80) {
 		b = b[1:]
 	}
@@ -604,11 +531,11 @@ func widenFloat32(f float32) float64 {
 	return v
 }
 
-// avroDefault converts a field's default, as hamba/avro parsed it, to the
+// defaultValue converts a field's default, as hamba/avro parsed it, to the
 // value model.
-func avroDefault(n *avroNode, v any, depth int) (any, error) {
+func defaultValue(n *node, v any, depth int) (any, error) {
 	if depth > value.MaxDepth {
-		return nil, errAvroDeep
+		return nil, errDeep
 	}
 	bad := fmt.Errorf("default %v does not fit type %s", v, n.describe())
 	switch n.kind {
@@ -657,7 +584,7 @@ func avroDefault(n *avroNode, v any, depth int) (any, error) {
 		case []byte:
 			return n.fromBytes(x)
 		case string:
-			b, ok := avroCodePoints(x)
+			b, ok := codePoints(x)
 			if ok {
 				return n.fromBytes(b)
 			}
@@ -674,7 +601,7 @@ func avroDefault(n *avroNode, v any, depth int) (any, error) {
 			out := make([]any, len(l))
 			for i, e := range l {
 				var err error
-				if out[i], err = avroDefault(n.elem, e, depth+1); err != nil {
+				if out[i], err = defaultValue(n.elem, e, depth+1); err != nil {
 					return nil, err
 				}
 			}
@@ -685,7 +612,7 @@ func avroDefault(n *avroNode, v any, depth int) (any, error) {
 			out := make(map[string]any, len(m))
 			for k, e := range m {
 				var err error
-				if out[k], err = avroDefault(n.elem, e, depth+1); err != nil {
+				if out[k], err = defaultValue(n.elem, e, depth+1); err != nil {
 					return nil, err
 				}
 			}
@@ -699,25 +626,25 @@ func avroDefault(n *avroNode, v any, depth int) (any, error) {
 				if !ok {
 					return nil, bad
 				}
-				v, err := avroDefault(f.node, e, depth+1)
+				v, err := defaultValue(f.node, e, depth+1)
 				if err != nil {
 					return nil, err
 				}
-				if v != nil { // a null field is absent (see decode)
+				if v != nil { // a null field is absent (doc.go's (3))
 					out[f.name] = v
 				}
 			}
 			return out, nil
 		}
 	case avroUnion: // a union's default is its first branch's
-		return avroDefault(n.branches[0], v, depth)
+		return defaultValue(n.branches[0], v, depth)
 	}
 	return nil, bad
 }
 
-// avroCodePoints is the bytes a JSON string of code points U+0000..U+00FF
+// codePoints is the bytes a JSON string of code points U+0000..U+00FF
 // stands for.
-func avroCodePoints(s string) ([]byte, bool) {
+func codePoints(s string) ([]byte, bool) {
 	b := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -730,20 +657,20 @@ func avroCodePoints(s string) ([]byte, bool) {
 	return b, true
 }
 
-// avroClone copies the maps, lists and bytes of a default, so that no two
+// clone copies the maps, lists and bytes of a default, so that no two
 // decoded trees share them.
-func avroClone(v any) any {
+func clone(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(x))
 		for k, e := range x {
-			m[k] = avroClone(e)
+			m[k] = clone(e)
 		}
 		return m
 	case []any:
 		l := make([]any, len(x))
 		for i, e := range x {
-			l[i] = avroClone(e)
+			l[i] = clone(e)
 		}
 		return l
 	case []byte:

@@ -1,10 +1,10 @@
-package mapping
+package avro
 
-// The Avro-JSON decoder: avroJSONDecoder reads a datum in Avro's JSON
-// encoding into the value model, directed by the compiled schema (avro.go);
-// decode (avro_binary.go) calls it for decode(data, true).
+// The Avro-JSON decoder: jsonDecoder reads a datum in Avro's JSON
+// encoding into the value model, directed by the compiled schema
+// (compile.go); Decode (binary.go) calls it for Decode(data, true).
 //
-// JSON encoding. decode(data, true) reads Avro's JSON encoding, as the
+// JSON encoding. Decode(data, true) reads Avro's JSON encoding, as the
 // specification defines it:
 //   - a record is an object with a member per field, in any order; a member
 //     that names no field is skipped (as Pub/Sub's validation skips it, so
@@ -53,16 +53,16 @@ import (
 	"github.com/pubsink/pubsink/mapping/value"
 )
 
-// avroJSONDecoder reads Avro's JSON encoding, directed by the schema: every
+// jsonDecoder reads Avro's JSON encoding, directed by the schema: every
 // value it makes consumes input bytes, and it nests no deeper than the
-// decoded tree (maxDepth).
-type avroJSONDecoder struct {
+// decoded tree (value.MaxDepth).
+type jsonDecoder struct {
 	s   []byte
 	pos int
 	str string // s as a string, made at the first string without escapes
 }
 
-func (d *avroJSONDecoder) ws() {
+func (d *jsonDecoder) ws() {
 	for d.pos < len(d.s) {
 		switch d.s[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -74,7 +74,7 @@ func (d *avroJSONDecoder) ws() {
 }
 
 // next skips white space and returns the next byte, 0 at the end.
-func (d *avroJSONDecoder) next() byte {
+func (d *jsonDecoder) next() byte {
 	d.ws()
 	if d.pos < len(d.s) {
 		return d.s[d.pos]
@@ -82,19 +82,19 @@ func (d *avroJSONDecoder) next() byte {
 	return 0
 }
 
-func (d *avroJSONDecoder) errAt(format string, args ...any) error {
+func (d *jsonDecoder) errAt(format string, args ...any) error {
 	return fmt.Errorf(format+" (at byte %d)", append(args, d.pos)...)
 }
 
 // unexpected is the error of a token that is not what the syntax needs.
-func (d *avroJSONDecoder) unexpected(what string) error {
+func (d *jsonDecoder) unexpected(what string) error {
 	if d.pos >= len(d.s) {
-		return errAvroEOF
+		return errEOF
 	}
 	return d.errAt("%s", what)
 }
 
-func (d *avroJSONDecoder) expect(c byte) error {
+func (d *jsonDecoder) expect(c byte) error {
 	if d.next() != c {
 		return d.unexpected(fmt.Sprintf("expected %q", c))
 	}
@@ -102,7 +102,7 @@ func (d *avroJSONDecoder) expect(c byte) error {
 	return nil
 }
 
-func (d *avroJSONDecoder) literal(word string) error {
+func (d *jsonDecoder) literal(word string) error {
 	if !bytes.HasPrefix(d.s[d.pos:], []byte(word)) {
 		return d.unexpected("invalid JSON literal")
 	}
@@ -112,7 +112,7 @@ func (d *avroJSONDecoder) literal(word string) error {
 
 // stringToken reads a JSON string. Without escapes its text is s[a:b] and
 // unesc is nil; otherwise unesc holds it.
-func (d *avroJSONDecoder) stringToken() (a, b int, unesc []byte, err error) {
+func (d *jsonDecoder) stringToken() (a, b int, unesc []byte, err error) {
 	if d.next() != '"' {
 		return 0, 0, nil, d.unexpected("expected a string")
 	}
@@ -131,7 +131,7 @@ func (d *avroJSONDecoder) stringToken() (a, b int, unesc []byte, err error) {
 				unesc = append(make([]byte, 0, d.pos-a+16), d.s[a:d.pos]...)
 			}
 			if d.pos+1 >= len(d.s) {
-				return 0, 0, nil, errAvroEOF
+				return 0, 0, nil, errEOF
 			}
 			d.pos += 2
 			switch e := d.s[d.pos-1]; e {
@@ -175,10 +175,10 @@ func (d *avroJSONDecoder) stringToken() (a, b int, unesc []byte, err error) {
 			d.pos++
 		}
 	}
-	return 0, 0, nil, errAvroEOF
+	return 0, 0, nil, errEOF
 }
 
-func (d *avroJSONDecoder) hex4() (rune, bool) {
+func (d *jsonDecoder) hex4() (rune, bool) {
 	if len(d.s)-d.pos < 4 {
 		return 0, false
 	}
@@ -202,7 +202,7 @@ func (d *avroJSONDecoder) hex4() (rune, bool) {
 
 // text is a string token as a Go string: a substring of the input's one
 // copy when it has no escapes.
-func (d *avroJSONDecoder) text(a, b int, unesc []byte) string {
+func (d *jsonDecoder) text(a, b int, unesc []byte) string {
 	if unesc != nil {
 		return string(unesc)
 	}
@@ -214,7 +214,7 @@ func (d *avroJSONDecoder) text(a, b int, unesc []byte) string {
 
 // number reads a JSON number and returns its text, and whether it is an
 // integer (no fraction, no exponent).
-func (d *avroJSONDecoder) number() ([]byte, bool, error) {
+func (d *jsonDecoder) number() ([]byte, bool, error) {
 	d.ws()
 	a, i, s := d.pos, d.pos, d.s
 	digits := func() int {
@@ -257,7 +257,7 @@ func (d *avroJSONDecoder) number() ([]byte, bool, error) {
 
 // integer reads a JSON number of integral value within [lo, hi]. Errors do
 // not quote the number: they never quote a payload's values.
-func (d *avroJSONDecoder) integer(lo, hi int64) (int64, error) {
+func (d *jsonDecoder) integer(lo, hi int64) (int64, error) {
 	lit, isInt, err := d.number()
 	if err != nil {
 		return 0, err
@@ -291,7 +291,7 @@ func (d *avroJSONDecoder) integer(lo, hi int64) (int64, error) {
 }
 
 // codePoints reads a bytes or fixed string.
-func (d *avroJSONDecoder) codePoints() ([]byte, error) {
+func (d *jsonDecoder) codePoints() ([]byte, error) {
 	a, b, unesc, err := d.stringToken()
 	if err != nil {
 		return nil, err
@@ -317,13 +317,13 @@ func (d *avroJSONDecoder) codePoints() ([]byte, error) {
 	return out, nil
 }
 
-func (d *avroJSONDecoder) value(n *avroNode, depth int) (any, error) {
+func (d *jsonDecoder) value(n *node, depth int) (any, error) {
 	if depth > value.MaxDepth {
-		return nil, errAvroDeep
+		return nil, errDeep
 	}
 	c := d.next()
 	if c == 0 {
-		return nil, errAvroEOF
+		return nil, errEOF
 	}
 	if c == 'n' && n.kind != avroNull && n.kind != avroUnion {
 		return nil, d.errAt("null for type %s", n.describe())
@@ -426,7 +426,7 @@ func (d *avroJSONDecoder) value(n *avroNode, depth int) (any, error) {
 		for {
 			v, err := d.value(n.elem, depth+1)
 			if err != nil {
-				return nil, avroAt(err, strconv.Itoa(len(l)))
+				return nil, at(err, strconv.Itoa(len(l)))
 			}
 			l = append(l, v)
 			switch d.next() {
@@ -448,7 +448,7 @@ func (d *avroJSONDecoder) value(n *avroNode, depth int) (any, error) {
 }
 
 // object reads a record or a map.
-func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
+func (d *jsonDecoder) object(n *node, depth int) (any, error) {
 	if err := d.expect('{'); err != nil {
 		return nil, err
 	}
@@ -524,9 +524,9 @@ func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
 				if n.kind == avroMap {
 					key = "*"
 				}
-				return nil, avroAt(err, key)
+				return nil, at(err, key)
 			}
-			if v != nil || n.kind == avroMap { // a record's null field is absent (see decode)
+			if v != nil || n.kind == avroMap { // a record's null field is absent (doc.go's (3))
 				m[key] = v
 			} else {
 				delete(m, key) // a field given twice
@@ -550,7 +550,7 @@ func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
 				return nil, d.errAt("record %s lacks field %q, which has no default", n.name, f.name)
 			}
 			if f.def != nil {
-				m[f.name] = avroClone(f.def)
+				m[f.name] = clone(f.def)
 			}
 		}
 	}
@@ -558,8 +558,8 @@ func (d *avroJSONDecoder) object(n *avroNode, depth int) (any, error) {
 }
 
 // skipValue reads one JSON value of any shape and drops it: an object
-// member that the record does not name. It nests at most maxDepth levels.
-func (d *avroJSONDecoder) skipValue(depth int) error {
+// member that the record does not name. It nests at most value.MaxDepth levels.
+func (d *jsonDecoder) skipValue(depth int) error {
 	if depth > value.MaxDepth {
 		return value.ErrTooDeep
 	}
@@ -610,9 +610,9 @@ func (d *avroJSONDecoder) skipValue(depth int) error {
 	return err
 }
 
-// avroQuote is a field name as an error quotes it: at most 64 bytes (it is
+// quote is a field name as an error quotes it: at most 64 bytes (it is
 // payload text, but a name the schema lacks is what the reader needs).
-func avroQuote(b []byte) string {
+func quote(b []byte) string {
 	if len(b) > 64 {
 		return string(b[:64]) + "…"
 	}
@@ -621,7 +621,7 @@ func avroQuote(b []byte) string {
 
 // union reads a union's value: null, the wrapper {"TYPE": value}, or a plain
 // value that one branch alone can hold (see the file's comment).
-func (d *avroJSONDecoder) union(n *avroNode, c byte, depth int) (any, error) {
+func (d *jsonDecoder) union(n *node, c byte, depth int) (any, error) {
 	var kind jsonKind
 	switch c {
 	case 'n':
@@ -640,7 +640,7 @@ func (d *avroJSONDecoder) union(n *avroNode, c byte, depth int) (any, error) {
 	return d.plain(n, kind, depth)
 }
 
-func (d *avroJSONDecoder) plain(n *avroNode, kind jsonKind, depth int) (any, error) {
+func (d *jsonDecoder) plain(n *node, kind jsonKind, depth int) (any, error) {
 	switch i := n.plain[kind]; i {
 	case -1:
 		return nil, d.errAt("%s cannot hold a JSON %s", n.describe(), jsonKindNames[kind])
@@ -651,7 +651,7 @@ func (d *avroJSONDecoder) plain(n *avroNode, kind jsonKind, depth int) (any, err
 	}
 }
 
-func (d *avroJSONDecoder) unionObject(n *avroNode, depth int) (any, error) {
+func (d *jsonDecoder) unionObject(n *node, depth int) (any, error) {
 	start := d.pos
 	d.pos++ // {
 	if d.next() == '}' {
@@ -676,7 +676,7 @@ func (d *avroJSONDecoder) unionObject(n *avroNode, depth int) (any, error) {
 			d.pos = start
 			return d.plain(n, jsonObject, depth)
 		}
-		return nil, d.errAt("%s has no branch %q", n.describe(), avroQuote(name))
+		return nil, d.errAt("%s has no branch %q", n.describe(), quote(name))
 	}
 	if err := d.expect(':'); err != nil {
 		return nil, err
@@ -686,7 +686,7 @@ func (d *avroJSONDecoder) unionObject(n *avroNode, depth int) (any, error) {
 		return nil, err
 	}
 	if d.next() != '}' {
-		return nil, d.unexpected(fmt.Sprintf("a union's {\"TYPE\": value} has one member (an object whose first member is named after a branch, %q, is read as one)", avroQuote(name)))
+		return nil, d.unexpected(fmt.Sprintf("a union's {\"TYPE\": value} has one member (an object whose first member is named after a branch, %q, is read as one)", quote(name)))
 	}
 	d.pos++
 	return v, nil

@@ -1,4 +1,4 @@
-package mapping
+package avro
 
 import (
 	"errors"
@@ -12,41 +12,41 @@ import (
 
 // FuzzAvroDecode decodes arbitrary bytes, binary or JSON, with a few
 // schemas (a recursive one, and ones whose items take no bytes), and checks
-// what avro.go promises of hostile payloads: no panic, an error that is
-// invalid_payload, a tree no deeper than maxDepth made only of the value
-// model's types, at most 3*len(data)+1024 nodes for these schemas (each
+// what the package's doc promises of hostile payloads: no panic, an error
+// that is invalid_payload, a tree no deeper than value.MaxDepth made only of
+// the value model's types, at most 3*len(data)+1024 nodes for these schemas (each
 // makes at most 2 nodes per payload byte, plus the budget of len+1024
 // zero-byte items), and allocation proportional to the payload.
 func FuzzAvroDecode(f *testing.F) {
 	schemas := []string{
-		avroSchemaFile(f, "all_types.avsc"),
-		avroSchemaFile(f, "recursive.avsc"),
-		avroSchemaFile(f, "tree.avsc"),
-		avroSchemaFile(f, "bench.avsc"),
+		testdataFile(f, "all_types.avsc"),
+		testdataFile(f, "recursive.avsc"),
+		testdataFile(f, "tree.avsc"),
+		testdataFile(f, "bench.avsc"),
 		`{"type": "array", "items": "null"}`,
 		`{"type": "map", "values": {"type": "array", "items": {"type": "record", "name": "E", "fields": []}}}`,
 		`["null", "string", {"type": "map", "values": ["null", "long"]}, {"type": "array", "items": "double"}]`,
 	}
-	codecs := make([]*avroCodec, len(schemas))
+	codecs := make([]*Codec, len(schemas))
 	for i, s := range schemas {
-		codecs[i] = mustAvro(f, s)
+		codecs[i] = mustCompile(f, s)
 	}
 
-	f.Add(uint8(0), false, avroMarshal(f, schemas[0], allTypesValue()))
-	f.Add(uint8(0), true, []byte(avroSchemaFile(f, "all_types.json")))
-	bin, js := avroList(20)
+	f.Add(uint8(0), false, marshal(f, schemas[0], allTypesValue()))
+	f.Add(uint8(0), true, []byte(testdataFile(f, "all_types.json")))
+	bin, js := linkedList(20)
 	f.Add(uint8(1), false, bin)
 	f.Add(uint8(1), true, js)
-	deep, deepJS := avroList(value.MaxDepth + 2)
+	deep, deepJS := linkedList(value.MaxDepth + 2)
 	f.Add(uint8(1), false, deep)
 	f.Add(uint8(1), true, deepJS)
-	f.Add(uint8(2), false, avroCat(avroVarint(1), []byte("x"), avroVarint(0), avroVarint(3), avroVarint(0), avroVarint(1), avroVarint(1), []byte("k"), avroVarint(0)))
+	f.Add(uint8(2), false, cat(varint(1), []byte("x"), varint(0), varint(3), varint(0), varint(1), varint(1), []byte("k"), varint(0)))
 	f.Add(uint8(2), true, []byte(`{"name": "a", "children": [{"name": "b", "children": [], "marks": [{}, {}], "gaps": {"k": null}}], "marks": [], "gaps": {}}`))
-	f.Add(uint8(3), false, avroMarshal(f, schemas[3], benchEvent()))
-	f.Add(uint8(4), false, avroCat(avroVarint(1<<31), avroVarint(0)))
-	f.Add(uint8(4), false, avroCat(avroVarint(-8191), avroVarint(0), avroVarint(-8191), avroVarint(0), avroVarint(0)))
+	f.Add(uint8(3), false, marshal(f, schemas[3], benchEvent()))
+	f.Add(uint8(4), false, cat(varint(1<<31), varint(0)))
+	f.Add(uint8(4), false, cat(varint(-8191), varint(0), varint(-8191), varint(0), varint(0)))
 	f.Add(uint8(4), true, []byte(`[null, null, null]`))
-	f.Add(uint8(5), false, avroCat(avroVarint(2), avroVarint(1), []byte("a"), avroVarint(1<<31), avroVarint(0), avroVarint(0)))
+	f.Add(uint8(5), false, cat(varint(2), varint(1), []byte("a"), varint(1<<31), varint(0), varint(0)))
 	f.Add(uint8(6), true, []byte(`{"map": {"a": {"long": 1}, "b": null}}`))
 	f.Add(uint8(6), true, []byte(`{"map": 5, "b": 1}`))
 	f.Add(uint8(6), true, []byte(`[1.5, -0, 1e308]`))
@@ -70,7 +70,7 @@ func FuzzAvroDecode(f *testing.F) {
 			}
 			return
 		}
-		nodes, depth := avroCountNodes(t, v, 0)
+		nodes, depth := countNodes(t, v, 0)
 		if limit := 3*len(data) + 1024; nodes > limit {
 			t.Errorf("%d nodes from a %d-byte payload (limit %d)", nodes, len(data), limit)
 		}
@@ -83,15 +83,15 @@ func FuzzAvroDecode(f *testing.F) {
 	})
 }
 
-// avroCountNodes counts v's nodes and returns the depth of its deepest,
+// countNodes counts v's nodes and returns the depth of its deepest,
 // failing on a Go type outside the value model.
-func avroCountNodes(t *testing.T, v any, depth int) (nodes, deepest int) {
+func countNodes(t *testing.T, v any, depth int) (nodes, deepest int) {
 	if depth > value.MaxDepth+1 {
 		return 1, depth // deep enough to fail; no need to go on
 	}
 	nodes, deepest = 1, depth
 	add := func(e any) {
-		n, d := avroCountNodes(t, e, depth+1)
+		n, d := countNodes(t, e, depth+1)
 		nodes += n
 		deepest = max(deepest, d)
 	}
