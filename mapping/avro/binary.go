@@ -18,9 +18,21 @@ import (
 )
 
 var (
-	errDeep = fmt.Errorf("nested more than %d levels deep", value.MaxDepth)
+	errDeep = tooDeep{}
 	errEOF  = errors.New("unexpected end of data")
 )
+
+// tooDeep is the Avro decoders' value.ErrTooDeep: to errors.Is it is that
+// error, but its text leaves out the "invalid payload" that
+// value.DecodeError puts in front of the path ("invalid payload: avro: at
+// next.next.…: nested more than 128 levels deep").
+type tooDeep struct{}
+
+func (tooDeep) Error() string {
+	return fmt.Sprintf("nested more than %d levels deep", value.MaxDepth)
+}
+
+func (tooDeep) Is(target error) bool { return target == value.ErrTooDeep }
 
 // pathError is a decoding error and where it happened: path holds the
 // steps from the failure up (reversed), added as the error returns.

@@ -292,10 +292,11 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // DecodeError wraps a decoder's complaint as invalid_payload, naming the
-// format: "avro: ...".
+// format: "avro: ...". The complaint stays in the chain (errors.Is finds
+// value.ErrTooDeep in it), its text unchanged.
 func DecodeError(format string, err error) error {
 	if errors.Is(err, template.ErrInvalidPayload) {
 		return err
 	}
-	return fmt.Errorf("%w: %s: %v", template.ErrInvalidPayload, format, err)
+	return fmt.Errorf("%w: %s: %w", template.ErrInvalidPayload, format, err)
 }

@@ -237,7 +237,8 @@ func pathsAreChecked(t *testing.T, f Format) {
 	}
 	for path, want := range map[string]string{
 		"valeu":        `"value"`, // a typo: the nearest field is named
-		"points.0.nn":  `"n"`,
+		"sensr":        `"sensor"`,
+		"points.0.nn":  `"nn"`, // in the list's records
 		"id.x":         "",
 		"points.first": "",
 	} {
