@@ -12,6 +12,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/protobuf"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/source"
 )
@@ -88,7 +89,7 @@ func compileFile(format, path, message string) (schema.Codec, error) {
 		}
 		return c, nil
 	case config.FormatProtobuf:
-		c, err := compileProtoFile(path, message)
+		c, err := protobuf.CompileFile(path, message)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +104,7 @@ func compileRevision(s source.Schema) (schema.Codec, error) {
 	case "avro":
 		return compileAvro(s.Definition)
 	case "protobuf":
-		return compileProtoDefinition(s.Definition)
+		return protobuf.CompileDefinition(s.Definition)
 	}
 	return nil, fmt.Errorf("schema type %q", s.Type)
 }

@@ -1,4 +1,4 @@
-package mapping
+package protobuf
 
 import (
 	"context"
@@ -54,7 +54,7 @@ import (
 //	google.protobuf.FieldMask      string          its paths joined by commas: a.b,c
 //	google.protobuf.NullValue      nil             missing_field
 //
-// Presence follows value.go: a message field, a oneof member and an
+// Presence follows package value: a message field, a oneof member and an
 // `optional` field (every proto2 field) is absent when it is not set; any
 // other field is present with its zero value ("", 0, false, the enum's zero
 // name, [] or {}). Extensions are ignored, and so are unknown fields: a
@@ -67,18 +67,18 @@ import (
 // here panics on a payload (a panic of the protobuf runtime's reflection is
 // recovered as invalid_payload, and FuzzProtoDecode fails on one). Nesting
 // is bounded as template bounds JSON's: no map or list of the tree more than
-// maxDepth (128) levels deep; and the protobuf runtime nests no more than
-// maxDepth messages (so a Struct nests about 40 levels: each of its levels
+// value.MaxDepth (128) levels deep; and the protobuf runtime nests no more than
+// value.MaxDepth messages (so a Struct nests about 40 levels: each of its levels
 // is a Value, a Struct and a map entry). Memory is bounded by counting the
 // nodes a payload will make before the protobuf runtime makes any: a wire
-// payload is walked with its descriptor by protoScan (protowire, no
+// payload is walked with its descriptor by wireScan (protowire, no
 // allocation), a JSON payload's text is counted by jsonScan; both are
 // counted exactly again while converting. A payload of n bytes may make
 //
-//	protoMaxNodes(n) = 2n + 65536 nodes
+//	maxNodes(n) = 2n + 65536 nodes
 //
 // where a scalar, a list element or a set optional field is a node, a map
-// entry two, a message protoMessageCost (5: its map and what the message
+// entry two, a message messageCost (5: its map and what the message
 // costs the protobuf runtime) plus one per field it always has (the fields
 // without presence, in the tree even when the wire omits them), and a
 // resolved google.protobuf.Any a node more per 8 bytes of its value (each
@@ -98,7 +98,7 @@ import (
 // byte; plus, for the 65536 nodes any payload may make, about 8 MB
 // allocated and 3 MB held.
 //
-// In JSON, objects and arrays are counted at 7 nodes each (protoJSONCost)
+// In JSON, objects and arrays are counted at 7 nodes each (jsonCost)
 // before protojson runs, and array elements at 6 when the schema has
 // google.protobuf.Value (in a ListValue each, even a 0, is a message): a
 // JSON array of more than about 30,000 one-digit numbers is then refused,
@@ -106,12 +106,13 @@ import (
 // object once per level of Any nesting: nested Anys cost CPU in proportion
 // to their depth.
 
-// protoCodec decodes the payloads of one message type. It is read-only once
-// compiled, so one serves every goroutine.
-type protoCodec struct {
+// Codec decodes the payloads of one message type: the schema.Codec of a
+// .proto message. It is read-only once compiled, so one serves every
+// goroutine.
+type Codec struct {
 	desc  protoreflect.MessageDescriptor
 	types *dynamicpb.Types // the schema's files' messages, for Any
-	info  map[protoreflect.FullName]*protoInfo
+	info  map[protoreflect.FullName]*msgInfo
 	// required: some message of the files has a proto2 required field, so
 	// that unmarshalling must check them (a walk of the whole message).
 	required bool
@@ -120,21 +121,26 @@ type protoCodec struct {
 	dynamic bool
 }
 
-// protoInfo is what the decoder needs of a message type, computed once.
-type protoInfo struct {
-	// cost is the nodes one message of the type counts (protoMessageCost and
+var _ schema.Codec = (*Codec)(nil)
+
+// Descriptor is the descriptor of the message that c decodes.
+func (c *Codec) Descriptor() protoreflect.MessageDescriptor { return c.desc }
+
+// msgInfo is what the decoder needs of a message type, computed once.
+type msgInfo struct {
+	// cost is the nodes one message of the type counts (messageCost and
 	// one per field of always).
 	cost int
 	// always are the fields without presence: the tree has them, set or not.
 	always []protoreflect.FieldDescriptor
-	wkt    protoWKT
+	wkt    wellKnown
 }
 
-// protoWKT is a well-known type that the tree does not hold as a message.
-type protoWKT uint8
+// wellKnown is a well-known type that the tree does not hold as a message.
+type wellKnown uint8
 
 const (
-	wktNone protoWKT = iota
+	wktNone wellKnown = iota
 	wktTimestamp
 	wktDuration
 	wktWrapper
@@ -146,7 +152,7 @@ const (
 	wktFieldMask
 )
 
-var protoWKTs = map[protoreflect.FullName]protoWKT{
+var wellKnowns = map[protoreflect.FullName]wellKnown{
 	"google.protobuf.Timestamp":   wktTimestamp,
 	"google.protobuf.Duration":    wktDuration,
 	"google.protobuf.DoubleValue": wktWrapper,
@@ -166,40 +172,40 @@ var protoWKTs = map[protoreflect.FullName]protoWKT{
 	"google.protobuf.FieldMask":   wktFieldMask,
 }
 
-// protoMessageCost is the nodes a message counts besides its fields: itself
+// messageCost is the nodes a message counts besides its fields: itself
 // and, in the same unit, its overhead (a dynamicpb message is about 180
 // bytes, an empty Go map about 50; a list element is about 50 in all).
-const protoMessageCost = 5
+const messageCost = 5
 
-// protoMaxNodes is the number of nodes a payload of n bytes may make.
-func protoMaxNodes(n int) int { return 2*n + 1<<16 }
+// maxNodes is the number of nodes a payload of n bytes may make.
+func maxNodes(n int) int { return 2*n + 1<<16 }
 
-// protoAnyBytesPerNode: a resolved Any counts a node per this many bytes
+// anyBytesPerNode: a resolved Any counts a node per this many bytes
 // of its value, for the copy of it that decoding it makes.
-const protoAnyBytesPerNode = 8
+const anyBytesPerNode = 8
 
-// compileProtoFile compiles the .proto file at path, resolving its imports
+// CompileFile compiles the .proto file at path, resolving its imports
 // from its folder and the well-known types from the protobuf runtime, and
 // returns the codec of its message named message (a full name,
 // "pkg.Outer.Inner"). A wrong name gets the nearest of the file's messages.
-func compileProtoFile(path, message string) (*protoCodec, error) {
+func CompileFile(path, message string) (*Codec, error) {
 	dir, name := filepath.Split(filepath.Clean(path))
 	if dir == "" {
 		dir = "."
 	}
 	resolver := &protocompile.SourceResolver{ImportPaths: []string{dir}}
-	file, reg, err := compileProto(resolver, name)
+	file, reg, err := compile(resolver, name)
 	if err != nil {
 		return nil, locateIn(dir, err)
 	}
 	want := protoreflect.FullName(strings.TrimPrefix(message, "."))
 	if d, err := reg.FindDescriptorByName(want); err == nil {
 		if md, ok := d.(protoreflect.MessageDescriptor); ok && !md.IsMapEntry() {
-			return newProtoCodec(reg, md), nil
+			return newCodec(reg, md), nil
 		}
 	}
 	var names []string
-	protoMessages(file.Messages(), &names)
+	messageNames(file.Messages(), &names)
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%s defines no message", path)
 	}
@@ -223,25 +229,25 @@ func compileProtoFile(path, message string) (*protoCodec, error) {
 	if len(names) > listed {
 		names = append(names[:listed], fmt.Sprintf("and %d more", len(names)-listed))
 	}
-	return nil, &messageError{fmt.Errorf("%s (its messages: %s)", msg, strings.Join(names, ", "))}
+	return nil, &MessageError{fmt.Errorf("%s (its messages: %s)", msg, strings.Join(names, ", "))}
 }
 
-// messageError is a .proto file that compiles but has not the message
+// MessageError is a .proto file that compiles but has not the message
 // payload.message names: a problem of that key, not of payload.schema.
-type messageError struct{ Err error }
+type MessageError struct{ Err error }
 
-func (e *messageError) Error() string { return e.Err.Error() }
-func (e *messageError) Unwrap() error { return e.Err }
+func (e *MessageError) Error() string { return e.Err.Error() }
+func (e *MessageError) Unwrap() error { return e.Err }
 
-// locatedError is a problem of a schema file at a line and column of it
+// LocatedError is a problem of a schema file at a line and column of it
 // (or of a file it imports): its text starts with PATH:LINE:COL, the path
 // as the configuration's key resolves it, so that an editor or terminal
 // opens it there. It is the problem's one location: the configuration
 // key's line is not added.
-type locatedError struct{ Err error }
+type LocatedError struct{ Err error }
 
-func (e *locatedError) Error() string { return e.Err.Error() }
-func (e *locatedError) Unwrap() error { return e.Err }
+func (e *LocatedError) Error() string { return e.Err.Error() }
+func (e *LocatedError) Unwrap() error { return e.Err }
 
 // locateIn gives a compiler error at a position of a file the full path of
 // that file (protocompile names it as imported: relative to dir).
@@ -251,16 +257,16 @@ func locateIn(dir string, err error) error {
 		return err
 	}
 	pos := at.GetPosition()
-	return &locatedError{fmt.Errorf("%s:%d:%d: %w", filepath.Join(dir, pos.Filename), pos.Line, pos.Col, at.Unwrap())}
+	return &LocatedError{fmt.Errorf("%s:%d:%d: %w", filepath.Join(dir, pos.Filename), pos.Line, pos.Col, at.Unwrap())}
 }
 
-// compileProtoDefinition compiles the definition of a Pub/Sub schema of
+// CompileDefinition compiles the definition of a Pub/Sub schema of
 // type PROTOCOL_BUFFER: the text of one .proto file whose one top-level
 // message is the payload's type.
-func compileProtoDefinition(definition string) (*protoCodec, error) {
+func CompileDefinition(definition string) (*Codec, error) {
 	const name = "schema.proto"
 	resolver := &protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(map[string]string{name: definition})}
-	file, reg, err := compileProto(resolver, name)
+	file, reg, err := compile(resolver, name)
 	if err != nil {
 		return nil, err
 	}
@@ -275,12 +281,12 @@ func compileProtoDefinition(definition string) (*protoCodec, error) {
 		}
 		return nil, fmt.Errorf("the protocol buffer schema defines %d top-level messages (%s); it must define one", len(names), strings.Join(names, ", "))
 	}
-	return newProtoCodec(reg, msgs.Get(0)), nil
+	return newCodec(reg, msgs.Get(0)), nil
 }
 
-// compileProto compiles file with resolver (and the standard imports), and
+// compile compiles file with resolver (and the standard imports), and
 // registers it and its imports.
-func compileProto(resolver protocompile.Resolver, file string) (protoreflect.FileDescriptor, *protoregistry.Files, error) {
+func compile(resolver protocompile.Resolver, file string) (protoreflect.FileDescriptor, *protoregistry.Files, error) {
 	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(resolver)}
 	files, err := c.Compile(context.Background(), file)
 	if err != nil {
@@ -319,26 +325,26 @@ func compileProto(resolver protocompile.Resolver, file string) (protoreflect.Fil
 	return root, reg, nil
 }
 
-// protoMessages appends the full names of msgs and their nested messages
+// messageNames appends the full names of msgs and their nested messages
 // (not map entries).
-func protoMessages(msgs protoreflect.MessageDescriptors, names *[]string) {
+func messageNames(msgs protoreflect.MessageDescriptors, names *[]string) {
 	for i := range msgs.Len() {
 		md := msgs.Get(i)
 		if md.IsMapEntry() {
 			continue
 		}
 		*names = append(*names, string(md.FullName()))
-		protoMessages(md.Messages(), names)
+		messageNames(md.Messages(), names)
 	}
 }
 
-func newProtoCodec(reg *protoregistry.Files, md protoreflect.MessageDescriptor) *protoCodec {
-	c := &protoCodec{desc: md, types: dynamicpb.NewTypes(reg), info: map[protoreflect.FullName]*protoInfo{}}
+func newCodec(reg *protoregistry.Files, md protoreflect.MessageDescriptor) *Codec {
+	c := &Codec{desc: md, types: dynamicpb.NewTypes(reg), info: map[protoreflect.FullName]*msgInfo{}}
 	var add func(msgs protoreflect.MessageDescriptors)
 	add = func(msgs protoreflect.MessageDescriptors) {
 		for i := range msgs.Len() {
 			m := msgs.Get(i)
-			c.info[m.FullName()] = newProtoInfo(m)
+			c.info[m.FullName()] = newMsgInfo(m)
 			c.required = c.required || m.RequiredNumbers().Len() > 0
 			add(m.Messages())
 		}
@@ -352,22 +358,22 @@ func newProtoCodec(reg *protoregistry.Files, md protoreflect.MessageDescriptor) 
 	return c
 }
 
-func newProtoInfo(md protoreflect.MessageDescriptor) *protoInfo {
-	in := &protoInfo{wkt: protoWKTs[md.FullName()]}
+func newMsgInfo(md protoreflect.MessageDescriptor) *msgInfo {
+	in := &msgInfo{wkt: wellKnowns[md.FullName()]}
 	fields := md.Fields()
 	for i := range fields.Len() {
 		if fd := fields.Get(i); !fd.HasPresence() {
 			in.always = append(in.always, fd)
 		}
 	}
-	in.cost = protoMessageCost + len(in.always)
+	in.cost = messageCost + len(in.always)
 	return in
 }
 
-// infoOf is md's protoInfo; every message of the schema's files has one.
-func (c *protoCodec) infoOf(md protoreflect.MessageDescriptor) *protoInfo {
+// infoOf is md's msgInfo; every message of the schema's files has one.
+func (c *Codec) infoOf(md protoreflect.MessageDescriptor) *msgInfo {
 	if in := c.info[md.FullName()]; in != nil {
 		return in
 	}
-	return newProtoInfo(md) // not reached: Any resolves in the same files
+	return newMsgInfo(md) // not reached: Any resolves in the same files
 }
