@@ -16,6 +16,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/protobuf"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
 )
@@ -78,11 +79,11 @@ func (r reading) protoJSON() string { return r.json() } // protobuf's JSON mappi
 
 func (r reading) protoBinary(t *testing.T) []byte {
 	t.Helper()
-	c, err := compileProtoFile(protoFile, protoMsg)
+	c, err := protobuf.CompileFile(protoFile, protoMsg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := dynamicpb.NewMessage(c.desc)
+	m := dynamicpb.NewMessage(c.Descriptor())
 	if err := protojson.Unmarshal([]byte(r.json()), m); err != nil {
 		t.Fatal(err)
 	}

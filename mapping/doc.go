@@ -25,8 +25,8 @@
 //     templates read the JSON text itself (package template), no tree is
 //     built, and Map allocates nothing of its own.
 //  2. Otherwise the payload is decoded into a tree of plain Go values, the
-//     same for every format (value.go): Avro (mapping/avro) and Protocol
-//     Buffers (proto.go) before anything reads it, JSON, string and raw
+//     same for every format (package value): Avro (mapping/avro) and Protocol
+//     Buffers (mapping/protobuf) before anything reads it, JSON, string and raw
 //     only when an expression reads data (jsontree.go).
 //  3. The filter runs first, before the event time and the dedupe key are
 //     read, so that a heartbeat without them is filtered, not refused.
@@ -112,5 +112,5 @@
 // 0.1 µs and 0 allocations, four {data.…} placeholders about 1.5 µs; a
 // filter on one attribute adds about 0.1 µs and no allocation; a filter on
 // a payload field decodes the JSON for CEL (jsontree.go). Avro and Protocol
-// Buffers decoding: see mapping/avro and proto.go.
+// Buffers decoding: see mapping/avro and mapping/protobuf.
 package mapping

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/protobuf"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
@@ -206,7 +207,7 @@ func CheckRevision(cfg config.Pipeline, rev source.Schema) (config.Problems, err
 func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revision schema.Codec) (*Mapper, error) {
 	var ps config.Problems
 	add := func(path string, err error) {
-		var located *locatedError
+		var located *protobuf.LocatedError
 		ps = append(ps, config.Problem{Path: path, Message: err.Error(), Elsewhere: errors.As(err, &located)})
 	}
 	m := &Mapper{
@@ -234,7 +235,7 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 		}
 	case cfg.Payload.Schema != "":
 		c, err := compileFile(m.format, cfg.Payload.Schema, cfg.Payload.Message)
-		var noMessage *messageError
+		var noMessage *protobuf.MessageError
 		switch {
 		case errors.As(err, &noMessage):
 			add("payload.message", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/mapping/avro"
 	"github.com/pubsink/pubsink/mapping/jsontree"
+	"github.com/pubsink/pubsink/mapping/protobuf"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/source"
 )
@@ -79,7 +80,7 @@ func compileFile(format, path, message string) (schema.Codec, error) {
 		}
 		return c, nil
 	case config.FormatProtobuf:
-		c, err := compileProtoFile(path, message)
+		c, err := protobuf.CompileFile(path, message)
 		if err != nil {
 			return nil, err
 		}
@@ -94,7 +95,7 @@ func compileRevision(s source.Schema) (schema.Codec, error) {
 	case "avro":
 		return avro.Compile(s.Definition)
 	case "protobuf":
-		return compileProtoDefinition(s.Definition)
+		return protobuf.CompileDefinition(s.Definition)
 	}
 	return nil, fmt.Errorf("schema type %q", s.Type)
 }

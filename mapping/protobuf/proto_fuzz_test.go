@@ -1,4 +1,4 @@
-package mapping
+package protobuf
 
 import (
 	"errors"
@@ -17,25 +17,25 @@ import (
 // FuzzProtoDecode decodes arbitrary payloads, in both encodings, as a
 // pubsink.test.Reading (every kind of field, recursion, Any, Struct). A
 // payload either decodes or is invalid_payload; it never panics; its tree
-// has no more nodes than protoMaxNodes allows and renders without error
-// (so is no deeper than maxDepth); and decoding allocates no more than a
+// has no more nodes than maxNodes allows and renders without error
+// (so is no deeper than value.MaxDepth); and decoding allocates no more than a
 // bounded multiple of the payload, in bounded time.
 //
-//	go test ./mapping -run '^$' -fuzz FuzzProtoDecode -fuzztime 20s
+//	go test ./mapping/protobuf -run '^$' -fuzz FuzzProtoDecode -fuzztime 20s
 func FuzzProtoDecode(f *testing.F) {
-	c := protoTestCodec(f, "pubsink.test.Reading")
-	_, full := protoFromJSON(f, c, protoFullReading)
+	c := testCodec(f, "pubsink.test.Reading")
+	_, full := fromJSON(f, c, fullReading)
 	f.Add(full, false)
-	f.Add([]byte(protoFullReading), true)
+	f.Add([]byte(fullReading), true)
 	f.Add([]byte{}, false)
 	f.Add([]byte("{}"), true)
 	f.Add([]byte(`{"attrs": {"a": [[{"b": null}], {}]}, "list": [[], {}], "dyn": {"x": [1]}}`), true)
 	f.Add([]byte(`{"extra": {"@type": "type.googleapis.com/pubsink.test.Reading", "path": [{}, {"parent": {}}],
 		"extra": {"@type": "type.googleapis.com/google.protobuf.Duration", "value": "1s"}}}`), true)
 	f.Add([]byte(`{"path": [{},{},{},{},{},{},{},{}], "byId": {"1": {}, "2": {}}}`), true)
-	f.Add(protoAnyOf(f, c, "pubsink.test.Reading", full), false)
-	f.Add(protoAnyOf(f, c, "google.protobuf.Struct", []byte("\x0a\x07\x0a\x01a\x12\x02\x08\x00")), false)
-	f.Add(protoAnyOf(f, c, "no.Such", []byte("xyz")), false)
+	f.Add(anyOf(f, c, "pubsink.test.Reading", full), false)
+	f.Add(anyOf(f, c, "google.protobuf.Struct", []byte("\x0a\x07\x0a\x01a\x12\x02\x08\x00")), false)
+	f.Add(anyOf(f, c, "no.Such", []byte("xyz")), false)
 	var chain []byte // location.parent.parent…
 	for range 20 {
 		chain = protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), chain)
@@ -60,7 +60,7 @@ func FuzzProtoDecode(f *testing.F) {
 			}
 			return
 		}
-		if n, max := protoCountNodes(v), protoMaxNodes(len(data)); n > max {
+		if n, max := countNodes(v), maxNodes(len(data)); n > max {
 			t.Fatalf("%d nodes from %d bytes; at most %d", n, len(data), max)
 		}
 		if _, err := value.Append(nil, v); err != nil {

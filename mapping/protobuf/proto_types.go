@@ -1,4 +1,9 @@
-package mapping
+package protobuf
+
+// The message's types as CEL's checker sees them (schema.Types): a message
+// is an object type of its fields, the well-known types are what the value
+// model makes of them (a Timestamp a timestamp, a wrapper its value, Struct
+// a map, Value and Any dyn), an enum a string (NullValue null).
 
 import (
 	"github.com/google/cel-go/cel"
@@ -6,23 +11,21 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// ---- Protocol Buffers ----
-
-// Types is the message's types (see schemaTypes).
-func (c *protoCodec) Types() *schema.Types {
+// Types is the message's types, for CEL's checker.
+func (c *Codec) Types() *schema.Types {
 	s := schema.NewTypes()
-	s.Root = protoMessageType(s, c, c.desc)
+	s.Root = messageType(s, c, c.desc)
 	return s
 }
 
-func protoMessageType(s *schema.Types, c *protoCodec, md protoreflect.MessageDescriptor) *cel.Type {
+func messageType(s *schema.Types, c *Codec, md protoreflect.MessageDescriptor) *cel.Type {
 	switch c.infoOf(md).wkt {
 	case wktTimestamp:
 		return cel.TimestampType
 	case wktDuration:
 		return cel.DurationType
 	case wktWrapper:
-		return protoValueType(s, c, md.Fields().ByNumber(1))
+		return valueType(s, c, md.Fields().ByNumber(1))
 	case wktStruct:
 		return cel.MapType(cel.StringType, cel.DynType)
 	case wktListValue:
@@ -44,22 +47,22 @@ func protoMessageType(s *schema.Types, c *protoCodec, md protoreflect.MessageDes
 		var ft *cel.Type
 		switch {
 		case fd.IsMap():
-			ft = cel.MapType(cel.StringType, protoValueType(s, c, fd.MapValue()))
+			ft = cel.MapType(cel.StringType, valueType(s, c, fd.MapValue()))
 		case fd.IsList():
-			ft = cel.ListType(protoValueType(s, c, fd))
+			ft = cel.ListType(valueType(s, c, fd))
 		default:
-			ft = protoValueType(s, c, fd)
+			ft = valueType(s, c, fd)
 		}
 		st.Add(string(fd.Name()), ft)
 	}
 	return t
 }
 
-// protoValue is the type of one value of fd (an element, a map value).
-func protoValueType(s *schema.Types, c *protoCodec, fd protoreflect.FieldDescriptor) *cel.Type {
+// valueType is the type of one value of fd (an element, a map value).
+func valueType(s *schema.Types, c *Codec, fd protoreflect.FieldDescriptor) *cel.Type {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return protoMessageType(s, c, fd.Message())
+		return messageType(s, c, fd.Message())
 	case protoreflect.EnumKind:
 		if fd.Enum().FullName() == "google.protobuf.NullValue" {
 			return cel.NullType

@@ -1,4 +1,4 @@
-package mapping
+package protobuf
 
 // Checking placeholder paths against a Protocol Buffers message: CheckPath
 // tells, when a mapping compiles, whether a {data.…} placeholder names a
@@ -21,8 +21,8 @@ import (
 // key type can have, a numeric index into a repeated field. Struct, Value,
 // ListValue and Any may hold anything; the other well-known types
 // (Timestamp, Duration, the wrappers, FieldMask) and scalars have no fields.
-func (c *protoCodec) CheckPath(path []template.Segment) error {
-	cur := protoPathNode{msg: c.desc}
+func (c *Codec) CheckPath(path []template.Segment) error {
+	cur := pathNode{msg: c.desc}
 	for i, seg := range path {
 		at := value.PathText(path[:i])
 		switch {
@@ -30,12 +30,12 @@ func (c *protoCodec) CheckPath(path []template.Segment) error {
 			if seg.Index < 0 {
 				return fmt.Errorf("%s is a repeated field: its elements are numbered, %q is not a number", at, seg.Key)
 			}
-			cur = protoValueNode(cur.fd)
+			cur = valueNode(cur.fd)
 		case cur.mapped:
-			if !protoMapKeyOK(cur.fd.MapKey().Kind(), seg.Key) {
+			if !mapKeyOK(cur.fd.MapKey().Kind(), seg.Key) {
 				return fmt.Errorf("%s is a map with %s keys: %q is not one", at, cur.fd.MapKey().Kind(), seg.Key)
 			}
-			cur = protoValueNode(cur.fd.MapValue())
+			cur = valueNode(cur.fd.MapValue())
 		case cur.msg != nil:
 			switch c.infoOf(cur.msg).wkt {
 			case wktStruct, wktValue, wktListValue, wktAny:
@@ -45,9 +45,9 @@ func (c *protoCodec) CheckPath(path []template.Segment) error {
 			}
 			fd := cur.msg.Fields().ByName(protoreflect.Name(seg.Key))
 			if fd == nil {
-				return protoNoField(cur.msg, seg.Key)
+				return noField(cur.msg, seg.Key)
 			}
-			cur = protoFieldNode(fd)
+			cur = fieldNode(fd)
 		default:
 			kind := cur.fd.Kind().String()
 			if cur.fd.Enum() != nil {
@@ -59,36 +59,36 @@ func (c *protoCodec) CheckPath(path []template.Segment) error {
 	return nil
 }
 
-// protoPathNode is where a path is: a message (msg), a repeated field
+// pathNode is where a path is: a message (msg), a repeated field
 // (list), a map (mapped), or a scalar (fd alone).
-type protoPathNode struct {
+type pathNode struct {
 	msg          protoreflect.MessageDescriptor
 	fd           protoreflect.FieldDescriptor
 	list, mapped bool
 }
 
-func protoFieldNode(fd protoreflect.FieldDescriptor) protoPathNode {
+func fieldNode(fd protoreflect.FieldDescriptor) pathNode {
 	switch {
 	case fd.IsMap():
-		return protoPathNode{fd: fd, mapped: true}
+		return pathNode{fd: fd, mapped: true}
 	case fd.IsList():
-		return protoPathNode{fd: fd, list: true}
+		return pathNode{fd: fd, list: true}
 	}
-	return protoValueNode(fd)
+	return valueNode(fd)
 }
 
-// protoValueNode is one value of fd: an element, a map value.
-func protoValueNode(fd protoreflect.FieldDescriptor) protoPathNode {
+// valueNode is one value of fd: an element, a map value.
+func valueNode(fd protoreflect.FieldDescriptor) pathNode {
 	if fd.Message() != nil {
-		return protoPathNode{msg: fd.Message()}
+		return pathNode{msg: fd.Message()}
 	}
-	return protoPathNode{fd: fd}
+	return pathNode{fd: fd}
 }
 
-// protoNoField is the error of a path naming no field of md, with the
+// noField is the error of a path naming no field of md, with the
 // field it may have meant: the one of that JSON name, the one of that name
 // but for case, or the nearest by edit distance.
-func protoNoField(md protoreflect.MessageDescriptor, name string) error {
+func noField(md protoreflect.MessageDescriptor, name string) error {
 	fields := md.Fields()
 	names := make([]string, fields.Len())
 	hint := ""
@@ -108,8 +108,8 @@ func protoNoField(md protoreflect.MessageDescriptor, name string) error {
 	return fmt.Errorf("no field %q in message %s; did you mean %q?", name, md.FullName(), hint)
 }
 
-// protoMapKeyOK says whether key is the text of a map key of kind k.
-func protoMapKeyOK(k protoreflect.Kind, key string) bool {
+// mapKeyOK says whether key is the text of a map key of kind k.
+func mapKeyOK(k protoreflect.Kind, key string) bool {
 	var err error
 	switch k {
 	case protoreflect.BoolKind:

@@ -1,4 +1,4 @@
-package mapping
+package protobuf
 
 import (
 	"bytes"
@@ -23,20 +23,22 @@ import (
 	"github.com/pubsink/pubsink/template"
 )
 
-const protoReadingFile = "testdata/proto/reading.proto"
+// The test files are mapping's: its tests of the whole Mapper and app's
+// read them too.
+const readingFile = "../testdata/proto/reading.proto"
 
-func protoTestCodec(t testing.TB, message string) *protoCodec {
+func testCodec(t testing.TB, message string) *Codec {
 	t.Helper()
-	c, err := compileProtoFile(protoReadingFile, message)
+	c, err := CompileFile(readingFile, message)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// protoFromJSON builds a message of c's type with dynamicpb from its JSON
+// fromJSON builds a message of c's type with dynamicpb from its JSON
 // form, and returns it and its wire format.
-func protoFromJSON(t testing.TB, c *protoCodec, js string) (*dynamicpb.Message, []byte) {
+func fromJSON(t testing.TB, c *Codec, js string) (*dynamicpb.Message, []byte) {
 	t.Helper()
 	m := dynamicpb.NewMessage(c.desc)
 	if err := (protojson.UnmarshalOptions{Resolver: c.types}).Unmarshal([]byte(js), m); err != nil {
@@ -49,8 +51,8 @@ func protoFromJSON(t testing.TB, c *protoCodec, js string) (*dynamicpb.Message, 
 	return m, b
 }
 
-// protoPath parses "a.b.0" as a template does.
-func protoPath(s string) []template.Segment {
+// parsePath parses "a.b.0" as a template does.
+func parsePath(s string) []template.Segment {
 	if s == "" {
 		return nil
 	}
@@ -61,13 +63,13 @@ func protoPath(s string) []template.Segment {
 	return tm.Paths()[0].Path
 }
 
-func protoRender(t testing.TB, v any, path string) (string, error) {
+func render(t testing.TB, v any, path string) (string, error) {
 	t.Helper()
-	b, err := value.Tree{V: v}.AppendPath(nil, protoPath(path))
+	b, err := value.Tree{V: v}.AppendPath(nil, parsePath(path))
 	return string(b), err
 }
 
-const protoFullReading = `{
+const fullReading = `{
 	"sensor": "t-1",
 	"i32": -42, "i64": "-9007199254740993", "s32": -7, "s64": "-8", "sf32": -9, "sf64": "-10",
 	"u32": 42, "u64": "18446744073709551615", "f32": 4294967295, "f64": "12",
@@ -96,16 +98,16 @@ const protoFullReading = `{
 	"mask": "a.b,c"
 }`
 
-// TestProtoRender is the table of proto.go's comment: what {data.PATH}
+// TestProtoRender is the table of the package's comment (doc.go): what {data.PATH}
 // renders for each type, from the wire format and from JSON alike.
 func TestProtoRender(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Reading")
-	_, bin := protoFromJSON(t, c, protoFullReading)
+	c := testCodec(t, "pubsink.test.Reading")
+	_, bin := fromJSON(t, c, fullReading)
 	fromBin, err := c.Decode(bin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromJSON, err := c.Decode([]byte(protoFullReading), true)
+	fromJSON, err := c.Decode([]byte(fullReading), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestProtoRender(t *testing.T) {
 		{"extra.site", "any"},
 		{"mask", "a.b,c"},
 	} {
-		got, err := protoRender(t, fromBin, tc.path)
+		got, err := render(t, fromBin, tc.path)
 		if err != nil || got != tc.want {
 			t.Errorf("{data.%s} = %q, %v; want %q", tc.path, got, err, tc.want)
 		}
@@ -190,7 +192,7 @@ func TestProtoRender(t *testing.T) {
 		}
 	}
 	// {data} of a whole message is its JSON; the attrs' null is in it.
-	if got, err := protoRender(t, fromBin, "attrs.a.2"); !errors.Is(err, template.ErrMissingField) {
+	if got, err := render(t, fromBin, "attrs.a.2"); !errors.Is(err, template.ErrMissingField) {
 		t.Errorf("{data.attrs.a.2} (null) = %q, %v; want missing field", got, err)
 	}
 }
@@ -198,7 +200,7 @@ func TestProtoRender(t *testing.T) {
 // TestProtoPresence: an unset message field, oneof member, optional field
 // or wrapper is absent; any other field is there with its zero value.
 func TestProtoPresence(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Reading")
+	c := testCodec(t, "pubsink.test.Reading")
 	v, err := c.Decode(nil, false)
 	if err != nil {
 		t.Fatal(err)
@@ -208,13 +210,13 @@ func TestProtoPresence(t *testing.T) {
 		{"status", "STATUS_UNSPECIFIED"}, {"unit", "UNIT_UNSPECIFIED"},
 		{"counts", "{}"}, {"samples", "[]"}, {"path", "[]"}, {"by_id", "{}"}, {"history", "[]"}, {"device_id", ""},
 	} {
-		if got, err := protoRender(t, v, tc.path); err != nil || got != tc.want {
+		if got, err := render(t, v, tc.path); err != nil || got != tc.want {
 			t.Errorf("{data.%s} = %q, %v; want %q", tc.path, got, err, tc.want)
 		}
 	}
 	for _, path := range []string{"location", "location.site", "text", "number", "place", "battery", "taken_at",
 		"elapsed", "count", "label", "attrs", "dyn", "nothing", "extra", "mask", "device", "samples.0"} {
-		if got, err := protoRender(t, v, path); !errors.Is(err, template.ErrMissingField) {
+		if got, err := render(t, v, path); !errors.Is(err, template.ErrMissingField) {
 			t.Errorf("{data.%s} = %q, %v; want missing field", path, got, err)
 		}
 	}
@@ -230,7 +232,7 @@ func TestProtoPresence(t *testing.T) {
 
 // TestProtoValues: oneof, unknown enum numbers, floats, Any of every kind.
 func TestProtoValues(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Reading")
+	c := testCodec(t, "pubsink.test.Reading")
 	m := dynamicpb.NewMessage(c.desc)
 	fields := c.desc.Fields()
 	set := func(name string, v protoreflect.Value) { m.Set(fields.ByName(protoreflect.Name(name)), v) }
@@ -254,11 +256,11 @@ func TestProtoValues(t *testing.T) {
 		{"number", "5"}, {"status", "7"}, {"history", `["FAILED","9"]`}, {"fl", "3.4028235e+38"},
 		{"db", "-0.000001"},
 	} {
-		if got, err := protoRender(t, v, tc.path); err != nil || got != tc.want {
+		if got, err := render(t, v, tc.path); err != nil || got != tc.want {
 			t.Errorf("{data.%s} = %q, %v; want %q", tc.path, got, err, tc.want)
 		}
 	}
-	if _, err := protoRender(t, v, "text"); !errors.Is(err, template.ErrMissingField) {
+	if _, err := render(t, v, "text"); !errors.Is(err, template.ErrMissingField) {
 		t.Errorf("the oneof's other member is there: %v", err)
 	}
 
@@ -274,7 +276,7 @@ func TestProtoValues(t *testing.T) {
 			`{"@type":"type.googleapis.com/google.protobuf.Empty","value":{}}`},
 		{`{"extra": {}}`, `{}`},
 	} {
-		_, bin := protoFromJSON(t, c, tc.js)
+		_, bin := fromJSON(t, c, tc.js)
 		path := "extra"
 		if strings.Count(tc.js, "@type") == 2 {
 			path = "extra.extra"
@@ -289,7 +291,7 @@ func TestProtoValues(t *testing.T) {
 				t.Errorf("%s (json %v): %v", tc.js, json, err)
 				continue
 			}
-			if got, err := protoRender(t, v, path); err != nil || got != tc.want {
+			if got, err := render(t, v, path); err != nil || got != tc.want {
 				t.Errorf("%s (json %v): {data.%s} = %s, %v; want %s", tc.js, json, path, got, err, tc.want)
 			}
 		}
@@ -307,14 +309,14 @@ func TestProtoValues(t *testing.T) {
 	if v, err = c.Decode(b, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := protoRender(t, v, "extra"); err != nil || got != `{"@type":"type.googleapis.com/other.Thing","value":"eHl6"}` {
+	if got, err := render(t, v, "extra"); err != nil || got != `{"@type":"type.googleapis.com/other.Thing","value":"eHl6"}` {
 		t.Errorf("{data.extra} = %s, %v", got, err)
 	}
 }
 
 // TestProtoInvalid: bad payloads are invalid_payload, naming the problem.
 func TestProtoInvalid(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Reading")
+	c := testCodec(t, "pubsink.test.Reading")
 	tag := func(num protowire.Number, typ protowire.Type) []byte { return protowire.AppendTag(nil, num, typ) }
 	ts := func(secs int64, nanos int32) []byte {
 		var inner []byte
@@ -368,15 +370,15 @@ func TestProtoInvalid(t *testing.T) {
 			t.Errorf("unknown fields: %v", err)
 			continue
 		}
-		if got, _ := protoRender(t, v, "sensor"); got != "x" {
+		if got, _ := render(t, v, "sensor"); got != "x" {
 			t.Errorf("unknown fields: sensor = %q", got)
 		}
 	}
 }
 
-// protoNodeChain is the wire format of a chain of Nodes, each the child of the
+// nodeChain is the wire format of a chain of Nodes, each the child of the
 // one before, `levels` deep below the root.
-func protoNodeChain(levels int) []byte {
+func nodeChain(levels int) []byte {
 	var b []byte
 	for range levels {
 		b = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), b)
@@ -384,20 +386,20 @@ func protoNodeChain(levels int) []byte {
 	return b
 }
 
-func protoNodeChainJSON(levels int) string {
+func nodeChainJSON(levels int) string {
 	return strings.Repeat(`{"child":`, levels) + "{}" + strings.Repeat("}", levels)
 }
 
-// TestProtoDepth: a tree may nest maxDepth levels of maps and lists, as a
+// TestProtoDepth: a tree may nest value.MaxDepth levels of maps and lists, as a
 // JSON payload may; a Node at depth 126 has its (empty) list of children
 // at 127.
 func TestProtoDepth(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Node")
+	c := testCodec(t, "pubsink.test.Node")
 	for _, json := range []bool{false, true} {
-		ok := protoNodeChain(126)
-		deep := protoNodeChain(127)
+		ok := nodeChain(126)
+		deep := nodeChain(127)
 		if json {
-			ok, deep = []byte(protoNodeChainJSON(126)), []byte(protoNodeChainJSON(127))
+			ok, deep = []byte(nodeChainJSON(126)), []byte(nodeChainJSON(127))
 		}
 		v, err := c.Decode(ok, json)
 		if err != nil {
@@ -413,7 +415,7 @@ func TestProtoDepth(t *testing.T) {
 	// Far deeper, in known and unknown fields: refused at once, the stack
 	// small.
 	for name, data := range map[string][]byte{
-		"chain":          protoNodeChain(3000),
+		"chain":          nodeChain(3000),
 		"unknown groups": bytes.Repeat(protowire.AppendTag(nil, 99, protowire.StartGroupType), 1<<20),
 		"children":       bytes.Repeat([]byte{0x12, 0x80, 0x80, 0x40}, 1<<18),
 	} {
@@ -426,7 +428,7 @@ func TestProtoDepth(t *testing.T) {
 // TestProtoFlood: 10 MB of empty sub-messages is refused before a message
 // is made, in either encoding; an honest 10 MB payload decodes.
 func TestProtoFlood(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Node")
+	c := testCodec(t, "pubsink.test.Node")
 	const size = 10 << 20
 	empties := bytes.Repeat([]byte{0x12, 0x00}, size/2) // children: {}
 	var ms runtime.MemStats
@@ -446,11 +448,11 @@ func TestProtoFlood(t *testing.T) {
 		t.Errorf("10 MB of empty JSON messages: %v", err)
 	}
 	// Empty messages in map values, in Struct, in an Any.
-	r := protoTestCodec(t, "pubsink.test.Reading")
+	r := testCodec(t, "pubsink.test.Reading")
 	structs := protowire.AppendBytes(protowire.AppendTag(nil, 42, protowire.BytesType), bytes.Repeat([]byte{0x0a, 0x00}, size/2))
 	for name, data := range map[string][]byte{
 		"list values":  structs,
-		"any of nodes": protoAnyOf(t, r, "pubsink.test.Node", empties),
+		"any of nodes": anyOf(t, r, "pubsink.test.Node", empties),
 	} {
 		if _, err := r.Decode(data, false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "more than") {
 			t.Errorf("%s: %v", name, err)
@@ -467,8 +469,8 @@ func TestProtoFlood(t *testing.T) {
 	}
 }
 
-// TestProtoBudget: where protoMaxNodes refuses sparse records of many
-// fields, as proto.go's comment says.
+// TestProtoBudget: where maxNodes refuses sparse records of many
+// fields, as the package's comment (doc.go) says.
 func TestProtoBudget(t *testing.T) {
 	var def strings.Builder
 	def.WriteString("syntax = \"proto3\";\nmessage Batch {\n  message Rec {\n")
@@ -476,7 +478,7 @@ func TestProtoBudget(t *testing.T) {
 		fmt.Fprintf(&def, "    int32 f%d = %d;\n", i, i)
 	}
 	def.WriteString("  }\n  repeated Rec recs = 1;\n}\n")
-	c, err := compileProtoDefinition(def.String())
+	c, err := CompileDefinition(def.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +492,7 @@ func TestProtoBudget(t *testing.T) {
 			t.Errorf("%d records of 8 bytes: %v", tc.records, err)
 		}
 		if err == nil {
-			if got, _ := protoRender(t, v, fmt.Sprintf("recs.%d.f3", tc.records-1)); got != "3" {
+			if got, _ := render(t, v, fmt.Sprintf("recs.%d.f3", tc.records-1)); got != "3" {
 				t.Errorf("the last record's f3 = %q", got)
 			}
 		}
@@ -503,8 +505,8 @@ func TestProtoBudget(t *testing.T) {
 	}
 }
 
-// protoAnyOf is a Reading whose extra is an Any of type name holding value.
-func protoAnyOf(t testing.TB, c *protoCodec, name string, value []byte) []byte {
+// anyOf is a Reading whose extra is an Any of type name holding value.
+func anyOf(t testing.TB, c *Codec, name string, value []byte) []byte {
 	var a []byte
 	a = protowire.AppendString(protowire.AppendTag(a, 1, protowire.BytesType), "type.googleapis.com/"+name)
 	a = protowire.AppendBytes(protowire.AppendTag(a, 2, protowire.BytesType), value)
@@ -512,14 +514,14 @@ func protoAnyOf(t testing.TB, c *protoCodec, name string, value []byte) []byte {
 }
 
 // TestProtoMemory measures the heap of the trees of payloads that use
-// their whole budget (or nearly): what proto.go's comment says a node and a
+// their whole budget (or nearly): what the package's comment (doc.go) says a node and a
 // payload byte cost at most.
 func TestProtoMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates")
 	}
-	node := protoTestCodec(t, "pubsink.test.Node")
-	reading := protoTestCodec(t, "pubsink.test.Reading")
+	node := testCodec(t, "pubsink.test.Node")
+	reading := testCodec(t, "pubsink.test.Reading")
 	const size = 1 << 20
 	big := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 1<<20) // n: 3-byte value
 	child := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), big)
@@ -541,7 +543,7 @@ func TestProtoMemory(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		c    *protoCodec
+		c    *Codec
 		data []byte
 	}{
 		{"packed varints", node, protowire.AppendBytes(protowire.AppendTag(nil, 4, protowire.BytesType), packed)},
@@ -563,8 +565,8 @@ func TestProtoMemory(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 		live := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
-		nodes := protoCountNodes(v)
-		budget := protoMaxNodes(len(tc.data))
+		nodes := countNodes(v)
+		budget := maxNodes(len(tc.data))
 		t.Logf("%s: %d bytes, %d tree nodes (budget %d), %.0f B allocated and %.0f B live per payload byte",
 			tc.name, len(tc.data), nodes, budget, float64(peak)/float64(len(tc.data)), float64(live)/float64(len(tc.data)))
 		if n := float64(len(tc.data)); float64(peak) > 250*n+4<<20 || float64(live) > 100*n+4<<20 {
@@ -574,19 +576,19 @@ func TestProtoMemory(t *testing.T) {
 	}
 }
 
-// protoCountNodes counts the nodes of a tree.
-func protoCountNodes(v any) int {
+// countNodes counts the nodes of a tree.
+func countNodes(v any) int {
 	switch x := v.(type) {
 	case map[string]any:
 		n := 1
 		for _, e := range x {
-			n += protoCountNodes(e)
+			n += countNodes(e)
 		}
 		return n
 	case []any:
 		n := 1
 		for _, e := range x {
-			n += protoCountNodes(e)
+			n += countNodes(e)
 		}
 		return n
 	}
@@ -594,30 +596,30 @@ func protoCountNodes(v any) int {
 }
 
 func TestProtoCompileFile(t *testing.T) {
-	c := protoTestCodec(t, ".pubsink.test.Reading.Location")
+	c := testCodec(t, ".pubsink.test.Reading.Location")
 	if c.desc.FullName() != "pubsink.test.Reading.Location" {
 		t.Errorf("compiled %s", c.desc.FullName())
 	}
-	if _, err := compileProtoFile(protoReadingFile, "pubsink.common.Device"); err != nil {
+	if _, err := CompileFile(readingFile, "pubsink.common.Device"); err != nil {
 		t.Errorf("a message of an imported file: %v", err)
 	}
 	for _, tc := range []struct{ path, message, want string }{
-		{protoReadingFile, "pubsink.test.Readin", `no message "pubsink.test.Readin" in testdata/proto/reading.proto; did you mean "pubsink.test.Reading"? (its messages: pubsink.test.Reading, pubsink.test.Reading.Location, pubsink.test.Node)`},
-		{protoReadingFile, "Node", `did you mean "pubsink.test.Node"?`},
-		{protoReadingFile, "pubsink.test.Reading.CountsEntry", `no message`},
-		{protoReadingFile, "pubsink.test.Reading.sensor", `no message`},
-		{protoReadingFile, "", `no message named`},
-		{"testdata/proto/none.proto", "x.Y", "none.proto"},
+		{readingFile, "pubsink.test.Readin", `no message "pubsink.test.Readin" in ../testdata/proto/reading.proto; did you mean "pubsink.test.Reading"? (its messages: pubsink.test.Reading, pubsink.test.Reading.Location, pubsink.test.Node)`},
+		{readingFile, "Node", `did you mean "pubsink.test.Node"?`},
+		{readingFile, "pubsink.test.Reading.CountsEntry", `no message`},
+		{readingFile, "pubsink.test.Reading.sensor", `no message`},
+		{readingFile, "", `no message named`},
+		{"../testdata/proto/none.proto", "x.Y", "none.proto"},
 	} {
-		_, err := compileProtoFile(tc.path, tc.message)
+		_, err := CompileFile(tc.path, tc.message)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %q: %v; want %q", tc.path, tc.message, err, tc.want)
 		}
 	}
 	// A wrong message is payload.message's problem, not the file's.
-	var noMessage *messageError
-	if _, err := compileProtoFile(protoReadingFile, "pubsink.test.Readin"); !errors.As(err, &noMessage) {
-		t.Errorf("a wrong message: %T %v, want a *messageError", err, err)
+	var noMessage *MessageError
+	if _, err := CompileFile(readingFile, "pubsink.test.Readin"); !errors.As(err, &noMessage) {
+		t.Errorf("a wrong message: %T %v, want a *MessageError", err, err)
 	}
 	// A syntax error, in the file or in one it imports, and an import that
 	// is not there are located once, at PATH:LINE:COL of the file at fault,
@@ -633,15 +635,15 @@ func TestProtoCompileFile(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ path, want string }{
-		{"testdata/proto/syntax_error.proto", "testdata/proto/syntax_error.proto:8:3: syntax error: expecting ';'"},
+		{"../testdata/proto/syntax_error.proto", "../testdata/proto/syntax_error.proto:8:3: syntax error: expecting ';'"},
 		{filepath.Join(dir, "bad.proto"), filepath.Join(dir, "bad.proto") + ":2:26: syntax error: expecting ';'"},
 		{filepath.Join(dir, "imports_bad.proto"), filepath.Join(dir, "bad.proto") + ":2:26: syntax error: expecting ';'"},
 		{filepath.Join(dir, "missing.proto"), filepath.Join(dir, "missing.proto") + ":2:8: open " + filepath.Join(dir, "other.proto") + ": no such file or directory"},
 	} {
-		_, err := compileProtoFile(tc.path, "A")
-		var located *locatedError
+		_, err := CompileFile(tc.path, "A")
+		var located *LocatedError
 		if err == nil || err.Error() != tc.want || !errors.As(err, &located) {
-			t.Errorf("%s: %T %v\nwant a *locatedError %s", tc.path, err, err, tc.want)
+			t.Errorf("%s: %T %v\nwant a *LocatedError %s", tc.path, err, err, tc.want)
 		}
 	}
 }
@@ -658,7 +660,7 @@ message Order {
   State state = 3;
   google.protobuf.Timestamp at = 4;
 }`
-	c, err := compileProtoDefinition(def)
+	c, err := CompileDefinition(def)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -667,7 +669,7 @@ message Order {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{"id": "o1", "lines.0.qty": "2", "state": "PAID", "at": "2024-01-01T00:00:00.000Z"} {
-		if got, err := protoRender(t, v, path); err != nil || got != want {
+		if got, err := render(t, v, path); err != nil || got != want {
 			t.Errorf("{data.%s} = %q, %v; want %q", path, got, err, want)
 		}
 	}
@@ -677,7 +679,7 @@ message Order {
 		{`syntax = "proto3"; message A { int32 a = 1 }`, "schema.proto:1"},
 		{`syntax = "proto3"; import "other.proto"; message A {}`, "other.proto"},
 	} {
-		_, err := compileProtoDefinition(tc.def)
+		_, err := CompileDefinition(tc.def)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want %q", tc.def, err, tc.want)
 		}
@@ -685,13 +687,13 @@ message Order {
 }
 
 func TestProtoCheckPath(t *testing.T) {
-	c := protoTestCodec(t, "pubsink.test.Reading")
+	c := testCodec(t, "pubsink.test.Reading")
 	for _, ok := range []string{
 		"", "sensor", "location.parent.parent.site", "counts.anything", "samples.3", "path.0.site", "by_id.-7.lat",
 		"flags.true", "text", "place.site", "battery", "taken_at", "attrs.a.b.0.c", "dyn.x", "list.0.y", "extra.site",
 		"extra.anything.at.all", "device.unit", "history.0",
 	} {
-		if err := c.CheckPath(protoPath(ok)); err != nil {
+		if err := c.CheckPath(parsePath(ok)); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
@@ -713,7 +715,7 @@ func TestProtoCheckPath(t *testing.T) {
 		{"nothing.x", `no field "x" in message google.protobuf.Empty`},
 		{"device.idd", `no field "idd" in message pubsink.common.Device; did you mean "id"?`},
 	} {
-		err := c.CheckPath(protoPath(tc.path))
+		err := c.CheckPath(parsePath(tc.path))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q", tc.path, err, tc.want)
 		}
@@ -723,14 +725,14 @@ func TestProtoCheckPath(t *testing.T) {
 // BenchmarkProtoDecode decodes a message of about 200 bytes and renders 4
 // of its fields, from each encoding.
 func BenchmarkProtoDecode(b *testing.B) {
-	c := protoTestCodec(b, "pubsink.test.Reading")
+	c := testCodec(b, "pubsink.test.Reading")
 	js := `{"sensor": "thermo-livingroom-0042", "i64": "1714566600123", "status": "OK",
 		"location": {"site": "building-7/floor-3/room-12", "lat": 52.520008, "lng": 13.404954},
 		"counts": {"errors": "3", "retries": "12"}, "samples": [21.5, 21.7, 21.6, 21.9],
 		"takenAt": "2024-05-01T12:30:00.123Z", "deviceIdentifier": "a1b2c3d4-e5f6-7890-abcd-ef1234567890",
 		"device": {"id": "dev-42", "model": "TX-1000", "unit": "CELSIUS"}, "label": "north wing"}`
-	_, bin := protoFromJSON(b, c, js)
-	paths := [][]template.Segment{protoPath("sensor"), protoPath("taken_at"), protoPath("location.site"), protoPath("counts.errors")}
+	_, bin := fromJSON(b, c, js)
+	paths := [][]template.Segment{parsePath("sensor"), parsePath("taken_at"), parsePath("location.site"), parsePath("counts.errors")}
 	for _, enc := range []struct {
 		name string
 		data []byte
@@ -758,7 +760,7 @@ func BenchmarkProtoDecode(b *testing.B) {
 // TestProtoSyntaxes: proto2 (required, defaults, groups, closed enums,
 // extensions) and editions (presence and encoding by features).
 func TestProtoSyntaxes(t *testing.T) {
-	p2, err := compileProtoDefinition(`syntax = "proto2";
+	p2, err := CompileDefinition(`syntax = "proto2";
 package p2;
 message M {
   required string id = 1;
@@ -788,7 +790,7 @@ extend M { optional int32 ext = 100; }`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := protoRender(t, v, ""); err != nil || got != `{"e":"9","g":{"x":3},"id":"x","packed":[1,2,3],"unpacked":[4]}` {
+	if got, err := render(t, v, ""); err != nil || got != `{"e":"9","g":{"x":3},"id":"x","packed":[1,2,3],"unpacked":[4]}` {
 		t.Errorf("proto2: %s, %v", got, err)
 	}
 	if _, err := p2.Decode(b[3:], false); !errors.Is(err, template.ErrInvalidPayload) || !strings.Contains(err.Error(), "required") {
@@ -798,11 +800,11 @@ extend M { optional int32 ext = 100; }`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := protoRender(t, j, ""); err != nil || got != `{"g":{"x":3},"id":"x","n":0,"packed":[1,2,3],"unpacked":[4]}` {
+	if got, err := render(t, j, ""); err != nil || got != `{"g":{"x":3},"id":"x","n":0,"packed":[1,2,3],"unpacked":[4]}` {
 		t.Errorf("proto2 from JSON: %s, %v", got, err)
 	}
 
-	ed, err := compileProtoDefinition(`edition = "2023";
+	ed, err := CompileDefinition(`edition = "2023";
 message M {
   int32 a = 1;
   int32 b = 2 [features.field_presence = IMPLICIT];
@@ -817,7 +819,7 @@ message M {
 	if v, err = ed.Decode(b, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := protoRender(t, v, ""); err != nil || got != `{"b":0,"child":{"a":7,"b":0}}` {
+	if got, err := render(t, v, ""); err != nil || got != `{"b":0,"child":{"a":7,"b":0}}` {
 		t.Errorf("edition 2023: %s, %v", got, err)
 	}
 }

@@ -1,10 +1,10 @@
-package mapping
+package protobuf
 
 // Decoding Protocol Buffers payloads: decode reads a payload in the wire
 // format or protobuf's JSON mapping into a dynamic message of the compiled
 // schema (proto.go), after a scan that charges its nodes against the budget
-// (protoScan, protoBudget), and converts the message to the value model
-// (protoConv).
+// (wireScan, nodeBudget), and converts the message to the value model
+// (conv).
 
 import (
 	"errors"
@@ -30,9 +30,9 @@ import (
 var noExtensions = new(protoregistry.Types)
 
 // Decode decodes one payload, in the wire format or (json) in protobuf's
-// JSON mapping, into the tree of value.go. Its errors wrap
+// JSON mapping, into the tree of package value. Its errors wrap
 // template.ErrInvalidPayload.
-func (c *protoCodec) Decode(data []byte, json bool) (_ any, err error) {
+func (c *Codec) Decode(data []byte, json bool) (_ any, err error) {
 	defer func() {
 		// The protobuf runtime's reflection (dynamicpb) is less traveled
 		// than generated code: a payload that finds a panic in it is
@@ -41,7 +41,7 @@ func (c *protoCodec) Decode(data []byte, json bool) (_ any, err error) {
 			err = fmt.Errorf("%w: protobuf: the decoder failed on the payload: %v", template.ErrInvalidPayload, r)
 		}
 	}()
-	b := newProtoBudget(len(data))
+	b := newNodeBudget(len(data))
 	m := dynamicpb.NewMessage(c.desc)
 	if json {
 		if err := c.jsonScan(data, b); err != nil {
@@ -52,7 +52,7 @@ func (c *protoCodec) Decode(data []byte, json bool) (_ any, err error) {
 			return nil, value.DecodeError("protobuf", err)
 		}
 	} else {
-		s := protoScan{c: c, data: data, budget: b}
+		s := wireScan{c: c, data: data, budget: b}
 		if _, err := s.message(data, c.desc, 0, 0); err != nil {
 			return nil, err
 		}
@@ -60,12 +60,12 @@ func (c *protoCodec) Decode(data []byte, json bool) (_ any, err error) {
 			return nil, err
 		}
 	}
-	v := protoConv{c: c, budget: b}
+	v := conv{c: c, budget: b}
 	return v.message(m, 0)
 }
 
 // unmarshal unmarshals the wire format data into m.
-func (c *protoCodec) unmarshal(data []byte, m protoreflect.Message) error {
+func (c *Codec) unmarshal(data []byte, m protoreflect.Message) error {
 	opts := proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: value.MaxDepth, Resolver: noExtensions, AllowPartial: !c.required}
 	if err := opts.Unmarshal(data, m.Interface()); err != nil {
 		return value.DecodeError("protobuf", err)
@@ -76,17 +76,17 @@ func (c *protoCodec) unmarshal(data []byte, m protoreflect.Message) error {
 // jsonScan counts, before protojson unmarshals a JSON payload, the nodes
 // its text will make at least, so that protojson is not given a payload
 // that would make a huge message tree only to be refused after: each object
-// and array protoJSONCost, and each other element of an array one node, or
-// 1 + protoMessageCost when the schema has google.protobuf.Value (where
+// and array jsonCost, and each other element of an array one node, or
+// 1 + messageCost when the schema has google.protobuf.Value (where
 // each element is a message). A flood of empty messages ("[{},{},…]": 3
 // bytes, 7 nodes each) or of Values ("[0,0,…]": 2 bytes, 6 nodes each) is
-// so refused before a message is made, as protoScan refuses one in the wire
+// so refused before a message is made, as wireScan refuses one in the wire
 // format. The text's nesting is the tree's, so it is bounded here too. The
 // count is thrown away: converting counts exactly.
-func (c *protoCodec) jsonScan(data []byte, b protoBudget) error {
+func (c *Codec) jsonScan(data []byte, b nodeBudget) error {
 	element := 1
 	if c.dynamic {
-		element = 1 + protoMessageCost
+		element = 1 + messageCost
 	}
 	var inArray [value.MaxDepth + 1]bool
 	depth, nodes := 0, 0
@@ -113,7 +113,7 @@ func (c *protoCodec) jsonScan(data []byte, b protoBudget) error {
 			}
 			inArray[depth] = ch == '['
 			first = ch == '['
-			nodes += protoJSONCost
+			nodes += jsonCost
 		case '}', ']':
 			depth = max(depth-1, 0)
 		case ',':
@@ -123,35 +123,35 @@ func (c *protoCodec) jsonScan(data []byte, b protoBudget) error {
 	return b.charge(nodes)
 }
 
-// protoJSONCost is the nodes jsonScan counts for an object or array: more
-// than an empty message in a list makes (1 + protoMessageCost).
-const protoJSONCost = 2 + protoMessageCost
+// jsonCost is the nodes jsonScan counts for an object or array: more
+// than an empty message in a list makes (1 + messageCost).
+const jsonCost = 2 + messageCost
 
-// protoBudget counts the nodes of one payload against protoMaxNodes.
-type protoBudget struct {
+// nodeBudget counts the nodes of one payload against maxNodes.
+type nodeBudget struct {
 	left, total, size int
 }
 
-func newProtoBudget(size int) protoBudget {
-	n := protoMaxNodes(size)
-	return protoBudget{left: n, total: n, size: size}
+func newNodeBudget(size int) nodeBudget {
+	n := maxNodes(size)
+	return nodeBudget{left: n, total: n, size: size}
 }
 
-func (b *protoBudget) charge(n int) error {
+func (b *nodeBudget) charge(n int) error {
 	if b.left -= n; b.left < 0 {
 		return fmt.Errorf("%w: protobuf: more than %d values in a payload of %d bytes", template.ErrInvalidPayload, b.total, b.size)
 	}
 	return nil
 }
 
-// protoScan walks a payload's wire format with its descriptor before it is
+// wireScan walks a payload's wire format with its descriptor before it is
 // unmarshalled, counting the nodes it will make and the depth of the tree,
 // without allocating. It validates only what it must to walk: what it lets
 // through, proto.Unmarshal checks.
-type protoScan struct {
-	c      *protoCodec
+type wireScan struct {
+	c      *Codec
 	data   []byte // the buffer scanned, to say where it is malformed
-	budget protoBudget
+	budget nodeBudget
 }
 
 // Codes of protowire.ParseError.
@@ -161,7 +161,7 @@ const (
 	wireKeyType   = -7 // not protowire's: a map key of the wrong wire type
 )
 
-func (s *protoScan) malformed(b []byte, code int) error {
+func (s *wireScan) malformed(b []byte, code int) error {
 	var why error
 	if code == wireKeyType {
 		why = errors.New("a map key of the wrong wire type")
@@ -174,7 +174,7 @@ func (s *protoScan) malformed(b []byte, code int) error {
 // message scans a message of type md that makes a node at depth of the
 // tree, from b: all of b, or (group > 0) up to the end of the group that
 // number group began. It returns the bytes it read.
-func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth int, group protowire.Number) (int, error) {
+func (s *wireScan) message(b []byte, md protoreflect.MessageDescriptor, depth int, group protowire.Number) (int, error) {
 	in := s.c.infoOf(md)
 	if err := s.budget.charge(in.cost); err != nil {
 		return 0, err
@@ -198,8 +198,8 @@ func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth i
 		}
 		b = b[n:]
 		fd := fields.ByNumber(num)
-		packed := fd != nil && typ == protowire.BytesType && fd.IsList() && protoPackable(fd.Kind())
-		if fd != nil && typ != protoWireType(fd.Kind()) && !packed {
+		packed := fd != nil && typ == protowire.BytesType && fd.IsList() && packable(fd.Kind())
+		if fd != nil && typ != wireType(fd.Kind()) && !packed {
 			fd = nil // the wrong wire type: proto.Unmarshal takes it for an unknown field
 		}
 		var err error
@@ -212,7 +212,7 @@ func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth i
 				err = s.mapEntry(v, fd, in.wkt, depth)
 			}
 		case fd.Message() != nil:
-			d := protoChildDepth(in.wkt, fd, depth)
+			d := childDepth(in.wkt, fd, depth)
 			if fd.IsList() {
 				err = s.element(in.wkt, depth)
 			}
@@ -230,7 +230,7 @@ func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth i
 		case packed:
 			var v []byte
 			if v, n = protowire.ConsumeBytes(b); n >= 0 {
-				err = s.budget.charge(protoPacked(v, fd.Kind()))
+				err = s.budget.charge(packedLen(v, fd.Kind()))
 			}
 		default:
 			n = protowire.ConsumeFieldValue(num, typ, b)
@@ -264,7 +264,7 @@ func (s *protoScan) message(b []byte, md protoreflect.MessageDescriptor, depth i
 
 // element counts one element of a repeated field of a message of kind wkt
 // at depth.
-func (s *protoScan) element(wkt protoWKT, depth int) error {
+func (s *wireScan) element(wkt wellKnown, depth int) error {
 	if wkt == wktNone && depth+1 >= value.MaxDepth { // the list
 		return value.ErrTooDeep
 	}
@@ -274,7 +274,7 @@ func (s *protoScan) element(wkt protoWKT, depth int) error {
 // mapEntry scans one entry of map field fd of a message of kind wkt at
 // depth: two nodes, and the value's message if it is one (a message made
 // empty when the entry has none).
-func (s *protoScan) mapEntry(b []byte, fd protoreflect.FieldDescriptor, wkt protoWKT, depth int) error {
+func (s *wireScan) mapEntry(b []byte, fd protoreflect.FieldDescriptor, wkt wellKnown, depth int) error {
 	if wkt == wktNone && depth+1 >= value.MaxDepth { // the map
 		return value.ErrTooDeep
 	}
@@ -282,14 +282,14 @@ func (s *protoScan) mapEntry(b []byte, fd protoreflect.FieldDescriptor, wkt prot
 		return err
 	}
 	vd := fd.MapValue()
-	d := protoChildDepth(wkt, fd, depth)
+	d := childDepth(wkt, fd, depth)
 	seen := false
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return nil
 		}
-		if num == 1 && typ != protoWireType(fd.MapKey().Kind()) {
+		if num == 1 && typ != wireType(fd.MapKey().Kind()) {
 			// proto.Unmarshal (1.36) panics on a key of the wrong wire
 			// type after one of the right type.
 			return s.malformed(b, wireKeyType)
@@ -322,7 +322,7 @@ func (s *protoScan) mapEntry(b []byte, fd protoreflect.FieldDescriptor, wkt prot
 // skip skips the value of an unknown field, of a message at depth. Groups
 // nest: each level is a level of depth, so that a payload cannot make the
 // walk recurse deeper than the tree may be.
-func (s *protoScan) skip(b []byte, num protowire.Number, typ protowire.Type, depth int) (int, error) {
+func (s *wireScan) skip(b []byte, num protowire.Number, typ protowire.Type, depth int) (int, error) {
 	if typ != protowire.StartGroupType {
 		return protowire.ConsumeFieldValue(num, typ, b), nil
 	}
@@ -352,12 +352,12 @@ func (s *protoScan) skip(b []byte, num protowire.Number, typ protowire.Type, dep
 }
 
 // anyValue scans the value of an Any at depth, if its type resolves.
-func (s *protoScan) anyValue(url string, value []byte, depth int) error {
+func (s *wireScan) anyValue(url string, value []byte, depth int) error {
 	mt, err := s.c.types.FindMessageByURL(url)
 	if err != nil {
 		return nil // the tree holds the bytes
 	}
-	if err := s.budget.charge(len(value) / protoAnyBytesPerNode); err != nil {
+	if err := s.budget.charge(len(value) / anyBytesPerNode); err != nil {
 		return err
 	}
 	md := mt.Descriptor()
@@ -369,7 +369,7 @@ func (s *protoScan) anyValue(url string, value []byte, depth int) error {
 }
 
 // container says whether a message of the type makes a map or a list.
-func (in *protoInfo) container() bool {
+func (in *msgInfo) container() bool {
 	switch in.wkt {
 	case wktNone, wktStruct, wktListValue, wktEmpty, wktAny:
 		return true
@@ -377,11 +377,11 @@ func (in *protoInfo) container() bool {
 	return false
 }
 
-// protoChildDepth is the depth of the tree where the message of field fd
+// childDepth is the depth of the tree where the message of field fd
 // (an element of it, a map value) of a message of kind wkt at depth goes:
 // a level deeper for a field, two for an element or a map value (the list
 // or map, then it), none for a Value's Struct or ListValue.
-func protoChildDepth(wkt protoWKT, fd protoreflect.FieldDescriptor, depth int) int {
+func childDepth(wkt wellKnown, fd protoreflect.FieldDescriptor, depth int) int {
 	switch wkt {
 	case wktStruct, wktListValue: // the message is the map or list
 		return depth + 1
@@ -394,8 +394,8 @@ func protoChildDepth(wkt protoWKT, fd protoreflect.FieldDescriptor, depth int) i
 	return depth + 1
 }
 
-// protoWireType is the wire type of a field of kind k (unpacked).
-func protoWireType(k protoreflect.Kind) protowire.Type {
+// wireType is the wire type of a field of kind k (unpacked).
+func wireType(k protoreflect.Kind) protowire.Type {
 	switch k {
 	case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Int64Kind,
 		protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind:
@@ -410,13 +410,13 @@ func protoWireType(k protoreflect.Kind) protowire.Type {
 	return protowire.BytesType
 }
 
-func protoPackable(k protoreflect.Kind) bool {
-	return protoWireType(k) != protowire.BytesType && k != protoreflect.GroupKind
+func packable(k protoreflect.Kind) bool {
+	return wireType(k) != protowire.BytesType && k != protoreflect.GroupKind
 }
 
-// protoPacked is the number of elements in the packed value b of kind k.
-func protoPacked(b []byte, k protoreflect.Kind) int {
-	switch protoWireType(k) {
+// packedLen is the number of elements in the packed value b of kind k.
+func packedLen(b []byte, k protoreflect.Kind) int {
+	switch wireType(k) {
 	case protowire.Fixed32Type:
 		return len(b) / 4
 	case protowire.Fixed64Type:
@@ -431,15 +431,15 @@ func protoPacked(b []byte, k protoreflect.Kind) int {
 	return n
 }
 
-// protoConv converts an unmarshalled message into the tree, counting its
-// nodes as protoScan does (a JSON payload is counted here only).
-type protoConv struct {
-	c      *protoCodec
-	budget protoBudget
+// conv converts an unmarshalled message into the tree, counting its
+// nodes as wireScan does (a JSON payload is counted here only).
+type conv struct {
+	c      *Codec
+	budget nodeBudget
 }
 
 // message converts m, a node at depth of the tree.
-func (v *protoConv) message(m protoreflect.Message, depth int) (any, error) {
+func (v *conv) message(m protoreflect.Message, depth int) (any, error) {
 	md := m.Descriptor()
 	in := v.c.infoOf(md)
 	if err := v.budget.charge(in.cost); err != nil {
@@ -450,12 +450,12 @@ func (v *protoConv) message(m protoreflect.Message, depth int) (any, error) {
 	}
 	switch in.wkt {
 	case wktTimestamp:
-		return protoTimestamp(m)
+		return timestamp(m)
 	case wktDuration:
-		return protoDuration(m)
+		return duration(m)
 	case wktWrapper:
 		fd := md.Fields().ByNumber(1)
-		return protoScalar(fd, m.Get(fd)), nil
+		return scalar(fd, m.Get(fd)), nil
 	case wktFieldMask:
 		l := m.Get(md.Fields().ByNumber(1)).List()
 		paths := make([]string, l.Len())
@@ -471,7 +471,7 @@ func (v *protoConv) message(m protoreflect.Message, depth int) (any, error) {
 		if fd.Message() != nil {
 			return v.message(m.Get(fd).Message(), depth)
 		}
-		return protoScalar(fd, m.Get(fd)), nil
+		return scalar(fd, m.Get(fd)), nil
 	case wktAny:
 		return v.anyMessage(m, depth)
 	}
@@ -495,7 +495,7 @@ func (v *protoConv) message(m protoreflect.Message, depth int) (any, error) {
 		if fd.Message() != nil {
 			y, err = v.message(x.Message(), depth+1)
 		} else if err = v.budget.charge(1); err == nil {
-			y = protoScalar(fd, x)
+			y = scalar(fd, x)
 		}
 		out[string(fd.Name())] = y
 		return err == nil
@@ -508,8 +508,8 @@ func (v *protoConv) message(m protoreflect.Message, depth int) (any, error) {
 
 // field converts field fd, without presence, of m, a message of kind wkt
 // at depth.
-func (v *protoConv) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, wkt protoWKT, depth int) (any, error) {
-	d := protoChildDepth(wkt, fd, depth)
+func (v *conv) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, wkt wellKnown, depth int) (any, error) {
+	d := childDepth(wkt, fd, depth)
 	switch {
 	case fd.IsList():
 		l := m.Get(fd).List()
@@ -542,7 +542,7 @@ func (v *protoConv) field(m protoreflect.Message, fd protoreflect.FieldDescripto
 		mp.Range(func(k protoreflect.MapKey, x protoreflect.Value) bool {
 			var y any
 			if y, err = v.value(vd, x, d); err == nil {
-				out[protoMapKey(k)] = y
+				out[mapKey(k)] = y
 			}
 			return err == nil
 		})
@@ -551,22 +551,22 @@ func (v *protoConv) field(m protoreflect.Message, fd protoreflect.FieldDescripto
 		}
 		return out, nil
 	}
-	return protoScalar(fd, m.Get(fd)), nil
+	return scalar(fd, m.Get(fd)), nil
 }
 
 // value converts one value of field fd (an element, a map value): a
 // message at depth, or a scalar.
-func (v *protoConv) value(fd protoreflect.FieldDescriptor, x protoreflect.Value, depth int) (any, error) {
+func (v *conv) value(fd protoreflect.FieldDescriptor, x protoreflect.Value, depth int) (any, error) {
 	if fd.Message() != nil {
 		return v.message(x.Message(), depth)
 	}
-	return protoScalar(fd, x), nil
+	return scalar(fd, x), nil
 }
 
 // anyMessage converts a google.protobuf.Any at depth: the fields of its value and
 // its "@type", or a well-known type's value under "value", or (a type the
 // schema's files lack) the bytes of its value.
-func (v *protoConv) anyMessage(m protoreflect.Message, depth int) (any, error) {
+func (v *conv) anyMessage(m protoreflect.Message, depth int) (any, error) {
 	fields := m.Descriptor().Fields()
 	url, value := m.Get(fields.ByNumber(1)).String(), m.Get(fields.ByNumber(2)).Bytes()
 	if url == "" && len(value) == 0 {
@@ -587,10 +587,10 @@ func (v *protoConv) anyMessage(m protoreflect.Message, depth int) (any, error) {
 	}
 	// The value is unmarshalled here: scan it first (again, for a wire
 	// payload) against what the budget has left.
-	if err := v.budget.charge(len(value) / protoAnyBytesPerNode); err != nil {
+	if err := v.budget.charge(len(value) / anyBytesPerNode); err != nil {
 		return nil, err
 	}
-	s := protoScan{c: v.c, data: value, budget: v.budget}
+	s := wireScan{c: v.c, data: value, budget: v.budget}
 	if _, err := s.message(value, md, d, 0); err != nil {
 		return nil, err
 	}
@@ -610,9 +610,9 @@ func (v *protoConv) anyMessage(m protoreflect.Message, depth int) (any, error) {
 	return out, v.budget.charge(1)
 }
 
-// protoMapKey is the text of a map key: decimal or boolean text, as
+// mapKey is the text of a map key: decimal or boolean text, as
 // protobuf's JSON writes it.
-func protoMapKey(k protoreflect.MapKey) string {
+func mapKey(k protoreflect.MapKey) string {
 	switch x := k.Interface().(type) {
 	case string:
 		return x
@@ -630,8 +630,8 @@ func protoMapKey(k protoreflect.MapKey) string {
 	return k.String() // not reached: no other kind is a key
 }
 
-// protoScalar converts a value of field fd, not a message.
-func protoScalar(fd protoreflect.FieldDescriptor, x protoreflect.Value) any {
+// scalar converts a value of field fd, not a message.
+func scalar(fd protoreflect.FieldDescriptor, x protoreflect.Value) any {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
 		return x.Bool()
@@ -650,7 +650,7 @@ func protoScalar(fd protoreflect.FieldDescriptor, x protoreflect.Value) any {
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
 		return x.Uint()
 	case protoreflect.FloatKind:
-		return protoFloat32(float32(x.Float()))
+		return shortFloat32(float32(x.Float()))
 	case protoreflect.DoubleKind:
 		return x.Float()
 	case protoreflect.StringKind:
@@ -664,9 +664,9 @@ func protoScalar(fd protoreflect.FieldDescriptor, x protoreflect.Value) any {
 	return nil // not reached: messages are not scalars
 }
 
-// protoFloat32 is f as the float64 nearest its shortest decimal text, so
+// shortFloat32 is f as the float64 nearest its shortest decimal text, so
 // that a float renders as it was written: 0.1, not 0.10000000149011612.
-func protoFloat32(f float32) float64 {
+func shortFloat32(f float32) float64 {
 	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 		return float64(f)
 	}
@@ -686,7 +686,7 @@ const (
 	maxDuration  = 315576000000
 )
 
-func protoTimestamp(m protoreflect.Message) (any, error) {
+func timestamp(m protoreflect.Message) (any, error) {
 	fields := m.Descriptor().Fields()
 	s, n := m.Get(fields.ByNumber(1)).Int(), m.Get(fields.ByNumber(2)).Int()
 	if s < minTimestamp || s > maxTimestamp || n < 0 || n >= 1e9 {
@@ -695,7 +695,7 @@ func protoTimestamp(m protoreflect.Message) (any, error) {
 	return time.Unix(s, n).UTC(), nil
 }
 
-func protoDuration(m protoreflect.Message) (any, error) {
+func duration(m protoreflect.Message) (any, error) {
 	fields := m.Descriptor().Fields()
 	s, n := m.Get(fields.ByNumber(1)).Int(), m.Get(fields.ByNumber(2)).Int()
 	if s < -maxDuration || s > maxDuration || n <= -1e9 || n >= 1e9 || s > 0 && n < 0 || s < 0 && n > 0 {
