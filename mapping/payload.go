@@ -89,15 +89,23 @@ func compileFile(format, path, message string) (schema.Codec, error) {
 	return nil, fmt.Errorf("a %s payload has no schema", format)
 }
 
-// compileRevision compiles a revision of a topic schema.
+// compileRevision compiles a revision of a topic schema. On an error the
+// Codec is nil itself, not an interface holding a nil *Codec.
 func compileRevision(s source.Schema) (schema.Codec, error) {
+	var c schema.Codec
+	var err error
 	switch s.Type {
 	case "avro":
-		return avro.Compile(s.Definition)
+		c, err = avro.Compile(s.Definition)
 	case "protobuf":
-		return protobuf.CompileDefinition(s.Definition)
+		c, err = protobuf.CompileDefinition(s.Definition)
+	default:
+		err = fmt.Errorf("schema type %q", s.Type)
 	}
-	return nil, fmt.Errorf("schema type %q", s.Type)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // schemaCache holds the compiled revisions of topic schemas, each fetched
