@@ -22,7 +22,10 @@ import (
 )
 
 // The conformance test: one reading, in every format and encoding, mapped by
-// one configuration, makes the same rows. Every format passes it.
+// one configuration, makes the same rows. Every format passes it. It is the
+// whole Mapper's (schema files, topic schemas and their revisions, the
+// decoding budget); each format's package also runs schematest, the suite
+// of its Codec alone, on the same reading.
 
 const (
 	avscFile  = "testdata/conformance/reading.avsc"
