@@ -13,6 +13,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/expr"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/template"
@@ -96,7 +97,7 @@ func (c *compiler) policies(at string, mc config.Mapping, names []string) map[st
 // change compiles what makes rm a change mapping: its mode, its op (fixed,
 // or an expression with the templates' variables, opts) and the columns
 // that delete_columns deletes (names: its columns, sorted).
-func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []string, opts exprOptions) {
+func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []string, opts expr.Options) {
 	rm.change = mc.IsChange()
 	if rm.change {
 		switch mc.WriteMode {
@@ -137,14 +138,14 @@ func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []
 		c.add(at+".op", errors.New(msg))
 		return
 	}
-	for _, out := range []*cel.Type{e.out, typed} {
+	for _, out := range []*cel.Type{e.Type(), typed} {
 		if !out.IsExactType(cel.DynType) && !cel.StringType.IsAssignableType(out) {
 			c.add(at+".op", fmt.Errorf("the expression is of type %s; want string (one of %s)", cel.FormatCELType(out), operationList))
 			return
 		}
 	}
 	c.m.exprs = true
-	c.m.usesDecode = c.m.usesDecode || e.readsData()
+	c.m.usesDecode = c.m.usesDecode || e.ReadsData()
 	rm.opExpr = e
 }
 
@@ -278,8 +279,8 @@ func (rm *rowMapping) timestamp(m *Mapper, r *Result, row *sinks.Row, in *templa
 // activation): a failure, or a value that names no operation, is
 // expression_failed.
 func (rm *rowMapping) evalOp(in *template.Input) (sinks.Op, error) {
-	act, _ := in.Vars.(*activation)
-	s, err := rm.opExpr.string(act)
+	act, _ := in.Vars.(*expr.Activation)
+	s, err := rm.opExpr.Text(act)
 	if err != nil {
 		return sinks.OpSet, exprError(rm.at+".op", err)
 	}
@@ -342,11 +343,11 @@ func missingCell(r *Result, row *sinks.Row, c *column, err error) error {
 // it reads is missing: a placeholder's template.ErrMissingField (an absent
 // or null field, an absent attribute, an absent item field, an expression
 // whose value is null or an empty optional), or an expression that read an
-// absent key or field (errNoSuchValue). A payload that does not decode, a
+// absent key or field (expr.ErrNoSuchValue). A payload that does not decode, a
 // time out of range or any other failure of an expression is not.
 func isMissing(err error) bool {
 	if errors.Is(err, template.ErrInvalidPayload) || errors.Is(err, errSchemaUnavailable) {
 		return false
 	}
-	return errors.Is(err, template.ErrMissingField) || errors.Is(err, errNoSuchValue)
+	return errors.Is(err, template.ErrMissingField) || errors.Is(err, expr.ErrNoSuchValue)
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
-	"github.com/pubsink/pubsink/template"
 )
 
 // Change mappings (change.go): ops, write modes and missing-value policies.
@@ -526,48 +525,5 @@ func TestChangeCompileProblems(t *testing.T) {
 	m := mustNew(t, single(config.Mapping{RowKey: "k", Columns: map[string]string{"v": "{data.v}"}, Op: "delete"}))
 	if m.exprs || m.usesDecode {
 		t.Errorf("a fixed op: exprs %v, usesDecode %v", m.exprs, m.usesDecode)
-	}
-}
-
-// TestExpressionMissingValues: an expression that reads what the message
-// does not have fails with errNoSuchValue beside template.ErrExpression,
-// with the same text as before; other failures do not. This is what tells
-// cel-go's resolution errors by their type (resolutionErrorType): a cel-go
-// that changes them fails here.
-func TestExpressionMissingValues(t *testing.T) {
-	if resolutionErrorType() == nil {
-		t.Fatal("cel-go's resolution error was not found")
-	}
-	env := mustEnv(t, exprOptions{eventTime: true})
-	act := testActivation(map[string]string{"a": "1"}, jsonData(t, `{"n": null, "obj": {}, "list": [1], "s": "x", "z": 0}`))
-	for src, missing := range map[string]bool{
-		"data.nope":                   true,
-		"data.obj.nope":               true,
-		"data.n.nope":                 true,
-		"data.list[3]":                true,
-		"data['nope']":                true,
-		"attributes.nope":             true,
-		"attributes['nope'] + 'x'":    true,
-		"data.nope == 1 ? 'a' : 'b'":  true,
-		"1 / int(data.z)":             false,
-		"int(data.s)":                 false,
-		"data.s + 1":                  false,
-		"data.list.map(x, 1 / x - 1)": false,
-		"[1, 2].map(x, 3 / (x - 1))":  false,
-	} {
-		e := mustCompile(t, env, src, nil)
-		_, err := e.eval(act)
-		if err == nil {
-			t.Errorf("%s: no error", src)
-			continue
-		}
-		if !errors.Is(err, template.ErrExpression) || errors.Is(err, errNoSuchValue) != missing {
-			t.Errorf("%s: %v; missing %v, want %v", src, err, errors.Is(err, errNoSuchValue), missing)
-		}
-	}
-	// The text is what it was: no trace of the marker.
-	_, err := mustCompile(t, env, "data.nope", nil).eval(act)
-	if err == nil || err.Error() != "expression failed: no such key: nope" {
-		t.Errorf("text %v", err)
 	}
 }

@@ -55,7 +55,7 @@
 // field, an index out of range, an expression whose value is null or an
 // empty optional), or when its expression reads an absent map key, field or
 // index (cel-go's resolution error, told by its type, not its text:
-// errNoSuchValue). The column's policy (on_missing, on_missing_columns)
+// expr.ErrNoSuchValue). The column's policy (on_missing, on_missing_columns)
 // decides: dead_letter, the message, with the reason and text it had before
 // policies; skip, no cell; empty, an empty cell; delete, the column in
 // Change.Delete. Result.Missing counts them by policy. Any other failure (a
@@ -90,7 +90,7 @@
 //     allocated), and the payload bytes whose trees are held at once at most
 //     max_outstanding_bytes/64 (BoundDecoding): decoded trees take at most
 //     about the memory the flow control allows the raw payloads.
-//   - Expressions are bounded by a cost limit (expr.go says how it is
+//   - Expressions are bounded by a cost limit (mapping/expr says how it is
 //     counted), so that no payload can hold a handler.
 //   - A Mapper is safe for concurrent use; a topic schema's revision is
 //     fetched once however many messages need it at once.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/expr"
 	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/sinks"
 	"github.com/pubsink/pubsink/source"
@@ -117,7 +118,7 @@ func badEventTime(err error) error { return &BadInput{deadletter.BadEventTime, e
 // source.timestamp_format.
 func (m *Mapper) computedTime(in *template.Input) (time.Time, error) {
 	if m.timeExpr != nil {
-		if t, ok, err := m.timeExpr.timestamp(in.Vars); ok || err != nil {
+		if t, ok, err := m.timeExpr.Timestamp(in.Vars); ok || err != nil {
 			if err != nil {
 				return time.Time{}, templateError("source.timestamp_template", err)
 			}
@@ -177,14 +178,14 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result)
 		// the first time one does (the templates read JSON text itself).
 		decode = func() (any, error) { return m.decode(ctx, msg) }
 	}
-	act := acquireActivation(msg, decode)
-	defer releaseActivation(act)
+	act := expr.AcquireActivation(msg.ID, msg.PublishTime, msg.Attributes, decode)
+	defer act.Release()
 	if in.Decoded != nil {
-		act.setData(decoded)
+		act.SetData(decoded)
 	}
 	in.Vars = act
 	if m.filter != nil {
-		ok, err := m.filter.bool(act)
+		ok, err := m.filter.Bool(act)
 		if err != nil {
 			return exprError("filter", err)
 		}
@@ -201,13 +202,13 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result)
 	if err := m.eventAndKey(msg, r, in); err != nil {
 		return err
 	}
-	act.setEventTime(r.EventTime)
+	act.SetEventTime(r.EventTime)
 	return m.rows(r, in, act)
 }
 
 // rows renders every mapping's rows into r. act is the expressions'
 // activation, nil when the pipeline has none.
-func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
+func (m *Mapper) rows(r *Result, in *template.Input, act *expr.Activation) error {
 	if m.single {
 		// The common case: one row, into r's own array.
 		r.Rows = r.row[:1]
@@ -215,7 +216,7 @@ func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
 	}
 	for _, rm := range m.mappings {
 		if rm.when != nil {
-			ok, err := rm.when.bool(act)
+			ok, err := rm.when.Bool(act)
 			if err != nil {
 				return exprError(rm.at+".when", err)
 			}
@@ -229,22 +230,22 @@ func (m *Mapper) rows(r *Result, in *template.Input, act *activation) error {
 			}
 			continue
 		}
-		items, err := rm.each.list(act, m.maxRows-len(r.Rows))
+		items, err := rm.each.List(act, m.maxRows-len(r.Rows))
 		if err != nil {
-			if errors.Is(err, errTooManyElements) {
+			if errors.Is(err, expr.ErrTooManyElements) {
 				return m.tooManyRows(len(r.Rows))
 			}
 			return exprError(rm.at+".each", err)
 		}
 		for _, item := range items {
 			in.Item = value.Tree{V: item}
-			act.setItem(item)
+			act.SetItem(item)
 			if err := m.addRow(r, rm, in); err != nil {
 				return err
 			}
 		}
 		in.Item = nil
-		act.clearItem()
+		act.ClearItem()
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/deadletter"
+	"github.com/pubsink/pubsink/mapping/expr"
 	"github.com/pubsink/pubsink/mapping/protobuf"
 	"github.com/pubsink/pubsink/mapping/schema"
 	"github.com/pubsink/pubsink/sinks"
@@ -103,10 +104,10 @@ type Mapper struct {
 	topic      *schemaCache // the topic's schemas, or nil
 	eventTime  *watermark.EventTime
 	timeTmpl   *template.Template // source.timestamp_template, or nil
-	timeExpr   *expr              // its lone expression, when it has one
+	timeExpr   *expr.Expr         // its lone expression, when it has one
 	idAttr     string
 	idTmpl     *template.Template // source.id_template, or nil
-	filter     *expr              // or nil
+	filter     *expr.Expr         // or nil
 	mappings   []*rowMapping
 	maxRows    int
 	limits     sinks.Limits
@@ -148,15 +149,15 @@ type rowMapping struct {
 	columns       []column
 	cellTime      string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
 	timeTmpl      *template.Template // a computed cell timestamp
-	when, each    *expr
+	when, each    *expr.Expr
 	// change: a change mapping (config.Mapping.IsChange), whose rows
 	// carry their op and mode (change.go); a plain mapping's rows keep
 	// sinks.Change's zero value. lenient: a column's missing value has a
 	// policy other than dead_letter. Either takes renderOp, not
 	// renderCells.
 	change, lenient bool
-	op              sinks.Op // the fixed op, when opExpr is nil
-	opExpr          *expr    // an op computed per row, or nil
+	op              sinks.Op   // the fixed op, when opExpr is nil
+	opExpr          *expr.Expr // an op computed per row, or nil
 	mode            sinks.Mode
 	// deleteColumns are the qualifiers of sinks.OpDeleteColumns.
 	deleteColumns []string
@@ -256,16 +257,16 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 
 	c := &compiler{m: m, checker: checker, schema: typed, add: add}
 	if cfg.Filter != "" {
-		m.filter = c.expr("filter", cfg.Filter, cel.BoolType, exprOptions{})
+		m.filter = c.expr("filter", cfg.Filter, cel.BoolType, expr.Options{})
 	}
 	if cfg.Source.TimestampTemplate != "" {
-		m.timeTmpl = c.template("source.timestamp_template", cfg.Source.TimestampTemplate, exprOptions{})
+		m.timeTmpl = c.template("source.timestamp_template", cfg.Source.TimestampTemplate, expr.Options{})
 		if m.timeTmpl != nil {
-			m.timeExpr, _ = m.timeTmpl.Lone().(*expr)
+			m.timeExpr, _ = m.timeTmpl.Lone().(*expr.Expr)
 		}
 	}
 	if cfg.Source.IDTemplate != "" {
-		m.idTmpl = c.template("source.id_template", cfg.Source.IDTemplate, exprOptions{eventTime: true})
+		m.idTmpl = c.template("source.id_template", cfg.Source.IDTemplate, expr.Options{EventTime: true})
 	}
 	for i, mc := range cfg.Sink.AllMappings() {
 		at := "sink"
@@ -298,25 +299,25 @@ type compiler struct {
 	schema *schema.Types
 	item   *cel.Type
 	add    func(path string, err error)
-	envs   map[exprOptions]*exprEnv
-	typed  map[typedKey]*exprEnv
+	envs   map[expr.Options]*expr.Env
+	typed  map[typedKey]*expr.Env
 }
 
 type typedKey struct {
-	opts exprOptions
+	opts expr.Options
 	item *cel.Type
 }
 
-func (c *compiler) env(opts exprOptions) *exprEnv {
+func (c *compiler) env(opts expr.Options) *expr.Env {
 	if e, ok := c.envs[opts]; ok {
 		return e
 	}
-	e, err := newExprEnv(opts)
+	e, err := expr.NewEnv(opts)
 	if err != nil {
 		panic("mapping: the expression environment does not build: " + err.Error()) // a bug, not a config problem
 	}
 	if c.envs == nil {
-		c.envs = map[exprOptions]*exprEnv{}
+		c.envs = map[expr.Options]*expr.Env{}
 	}
 	c.envs[opts] = e
 	return e
@@ -324,31 +325,31 @@ func (c *compiler) env(opts exprOptions) *exprEnv {
 
 // typedCheck checks src against the schema's types (when there is a
 // schema) and returns its type there; without a schema, dyn.
-func (c *compiler) typedCheck(src string, want *cel.Type, opts exprOptions) (*cel.Type, error) {
+func (c *compiler) typedCheck(src string, want *cel.Type, opts expr.Options) (*cel.Type, error) {
 	if c.schema == nil {
 		return cel.DynType, nil
 	}
 	k := typedKey{opts, nil}
-	if opts.item {
+	if opts.Item {
 		k.item = c.item
 	}
 	e, ok := c.typed[k]
 	if !ok {
 		var err error
-		if e, err = newTypedEnv(opts, c.schema, k.item); err != nil {
+		if e, err = expr.NewTypedEnv(opts, c.schema, k.item); err != nil {
 			panic("mapping: the typed expression environment does not build: " + err.Error()) // a bug
 		}
 		if c.typed == nil {
-			c.typed = map[typedKey]*exprEnv{}
+			c.typed = map[typedKey]*expr.Env{}
 		}
 		c.typed[k] = e
 	}
-	return e.check(src, want)
+	return e.Check(src, want)
 }
 
 // compile compiles src for evaluation and checks it against the schema.
-func (c *compiler) compile(src string, want *cel.Type, opts exprOptions) (*expr, *cel.Type, error) {
-	e, err := c.env(opts).compile(src, want)
+func (c *compiler) compile(src string, want *cel.Type, opts expr.Options) (*expr.Expr, *cel.Type, error) {
+	e, err := c.env(opts).Compile(src, want)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -359,32 +360,32 @@ func (c *compiler) compile(src string, want *cel.Type, opts exprOptions) (*expr,
 	return e, t, nil
 }
 
-func (c *compiler) expr(at, src string, want *cel.Type, opts exprOptions) *expr {
+func (c *compiler) expr(at, src string, want *cel.Type, opts expr.Options) *expr.Expr {
 	e, _ := c.exprTyped(at, src, want, opts)
 	return e
 }
 
 // exprTyped is expr, with the expression's type against the schema (dyn
 // without one).
-func (c *compiler) exprTyped(at, src string, want *cel.Type, opts exprOptions) (*expr, *cel.Type) {
+func (c *compiler) exprTyped(at, src string, want *cel.Type, opts expr.Options) (*expr.Expr, *cel.Type) {
 	e, t, err := c.compile(src, want, opts)
 	if err != nil {
 		c.add(at, err)
 		return nil, nil
 	}
 	c.m.exprs = true
-	c.m.usesDecode = c.m.usesDecode || e.readsData()
+	c.m.usesDecode = c.m.usesDecode || e.ReadsData()
 	return e, t
 }
 
-func (c *compiler) template(at, src string, opts exprOptions) *template.Template {
+func (c *compiler) template(at, src string, opts expr.Options) *template.Template {
 	t, err := template.CompileWith(src, template.Options{Expr: func(s string) (template.Expr, error) {
 		e, _, err := c.compile(s, nil, opts)
 		if err != nil {
 			return nil, err
 		}
 		c.m.exprs = true
-		c.m.usesDecode = c.m.usesDecode || e.readsData()
+		c.m.usesDecode = c.m.usesDecode || e.ReadsData()
 		return e, nil
 	}})
 	if err != nil {
@@ -421,13 +422,13 @@ func (c *compiler) template(at, src string, opts exprOptions) *template.Template
 
 func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 	rm := &rowMapping{at: at, table: mc.Table, family: mc.ColumnFamily}
-	opts := exprOptions{eventTime: true, item: mc.Each != ""}
+	opts := expr.Options{EventTime: true, Item: mc.Each != ""}
 	if mc.When != "" {
-		rm.when = c.expr(at+".when", mc.When, cel.BoolType, exprOptions{eventTime: true})
+		rm.when = c.expr(at+".when", mc.When, cel.BoolType, expr.Options{EventTime: true})
 	}
 	if mc.Each != "" {
 		var t *cel.Type
-		rm.each, t = c.exprTyped(at+".each", mc.Each, cel.ListType(cel.DynType), exprOptions{eventTime: true})
+		rm.each, t = c.exprTyped(at+".each", mc.Each, cel.ListType(cel.DynType), expr.Options{EventTime: true})
 		if t != nil && t.Kind() == types.ListKind {
 			c.item = t.Parameters()[0] // item's type, for this mapping's expressions and paths
 			defer func() { c.item = nil }()

@@ -18,7 +18,7 @@ import (
 // refused with its key and types before any message is read.
 //
 // They are for checking only. Every expression is evaluated by the program
-// compiled against a dyn `data` (expr.go), whatever the schema: a typed
+// compiled against a dyn `data` (mapping/expr), whatever the schema: a typed
 // check changes what is refused, never how a message is evaluated, and one
 // program serves every revision of a topic schema.
 //

@@ -1,9 +1,9 @@
-package mapping
+package expr
 
 // Evaluating a compiled expression against one message: eval and its typed
-// forms (bool, string, list, time, AppendTo), the conversion of CEL values
-// to the value model (toModel) and back (modelAdapter), and the activation
-// that hands cel-go a message's values without copying them.
+// forms (Bool, Text, List, time, Timestamp, AppendTo), the conversion of
+// CEL values to the value model (toModel) and back (modelAdapter), and the
+// Activation that hands cel-go a message's values without copying them.
 
 import (
 	"errors"
@@ -20,21 +20,20 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	"github.com/pubsink/pubsink/mapping/value"
-	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/template"
 )
 
-// errTooManyElements: the list of an each expression is longer than its
+// ErrTooManyElements: the list of an each expression is longer than its
 // mapping allows (dead-letter reason too_many_rows). It does not wrap
 // template.ErrExpression.
-var errTooManyElements = errors.New("too many list elements")
+var ErrTooManyElements = errors.New("too many list elements")
 
 // eval evaluates e against act. The error wraps template.ErrExpression, or
 // is the payload's decode error as the activation's decode func returned it
 // (invalid_payload, or a transient error) when the expression read data and
 // the payload could not be decoded: that holds even if the expression caught
 // the error (has(data.a) || true).
-func (e *expr) eval(act *activation) (ref.Val, error) {
+func (e *Expr) eval(act *Activation) (ref.Val, error) {
 	if act == nil {
 		return nil, fmt.Errorf("%w: no message to evaluate against", template.ErrExpression)
 	}
@@ -68,8 +67,8 @@ func (e *expr) eval(act *activation) (ref.Val, error) {
 	return out, nil
 }
 
-// bool evaluates e as a filter or a when: its value must be a bool.
-func (e *expr) bool(act *activation) (bool, error) {
+// Bool evaluates e as a filter or a when: its value must be a bool.
+func (e *Expr) Bool(act *Activation) (bool, error) {
 	v, err := e.eval(act)
 	if err != nil {
 		return false, err
@@ -81,8 +80,8 @@ func (e *expr) bool(act *activation) (bool, error) {
 	return bool(b), nil
 }
 
-// string evaluates e as an op: its value must be a string.
-func (e *expr) string(act *activation) (string, error) {
+// Text evaluates e as an op: its value must be a string.
+func (e *Expr) Text(act *Activation) (string, error) {
 	v, err := e.eval(act)
 	if err != nil {
 		return "", err
@@ -94,11 +93,11 @@ func (e *expr) string(act *activation) (string, error) {
 	return string(str), nil
 }
 
-// list evaluates e as an each: its value must be a list of at most max
-// elements (more: errTooManyElements), returned as values of the model. A
+// List evaluates e as an each: its value must be a list of at most max
+// elements (more: ErrTooManyElements), returned as values of the model. A
 // list of the payload itself (each: data.readings) is returned as it is,
 // without copying; the caller must not modify it.
-func (e *expr) list(act *activation, max int) ([]any, error) {
+func (e *Expr) List(act *Activation, max int) ([]any, error) {
 	v, err := e.eval(act)
 	if err != nil {
 		return nil, err
@@ -112,7 +111,7 @@ func (e *expr) list(act *activation, max int) ([]any, error) {
 		return nil, fmt.Errorf("%w: the list has no size", template.ErrExpression)
 	}
 	if int64(n) > int64(max) {
-		return nil, fmt.Errorf("%w: the list has %d elements, at most %d are allowed", errTooManyElements, n, max)
+		return nil, fmt.Errorf("%w: the list has %d elements, at most %d are allowed", ErrTooManyElements, n, max)
 	}
 	x, err := toModel(l, 0)
 	if err != nil {
@@ -123,7 +122,7 @@ func (e *expr) list(act *activation, max int) ([]any, error) {
 
 // time evaluates e as a time: its value must be a timestamp (an int or a
 // string is not converted here: write timestamp(…) or int(…) in CEL).
-func (e *expr) time(act *activation) (time.Time, error) {
+func (e *Expr) time(act *Activation) (time.Time, error) {
 	v, err := e.eval(act)
 	if err != nil {
 		return time.Time{}, err
@@ -135,11 +134,11 @@ func (e *expr) time(act *activation) (time.Time, error) {
 	return t.Time, nil
 }
 
-// timestamp is time for a template's lone expression, reading the
+// Timestamp is time for a template's lone expression, reading the
 // activation in in.Vars: ok is false (and err nil) when the value is not a
 // timestamp, for the caller to render it instead.
-func (e *expr) timestamp(vars any) (t time.Time, ok bool, err error) {
-	act, _ := vars.(*activation)
+func (e *Expr) Timestamp(vars any) (t time.Time, ok bool, err error) {
+	act, _ := vars.(*Activation)
 	v, err := e.eval(act)
 	if err != nil {
 		return time.Time{}, false, err
@@ -152,11 +151,12 @@ func (e *expr) timestamp(vars any) (t time.Time, ok bool, err error) {
 }
 
 // AppendTo implements template.Expr: it evaluates e against the activation
-// in in.Vars (an *activation) and appends the value as value.go renders it.
+// in in.Vars (an *Activation) and appends the value as value.Append renders
+// it.
 // A null or an absent optional is template.ErrMissingField. On error dst is
 // returned unchanged.
-func (e *expr) AppendTo(dst []byte, vars any) ([]byte, error) {
-	act, _ := vars.(*activation)
+func (e *Expr) AppendTo(dst []byte, vars any) ([]byte, error) {
+	act, _ := vars.(*Activation)
 	if act == nil {
 		return dst, fmt.Errorf("%w: no message to evaluate against (Input.Vars is %T)", template.ErrExpression, vars)
 	}
@@ -191,8 +191,8 @@ func typeName(v ref.Val) string {
 
 var errAbsent = fmt.Errorf("%w: the value is absent (optional.none())", template.ErrMissingField)
 
-// toModel converts a CEL value to the value model of value.go, recursively,
-// at most maxDepth levels deep. Lists and maps that are the payload's own
+// toModel converts a CEL value to the value model (package value),
+// recursively, at most value.MaxDepth levels deep. Lists and maps that are the payload's own
 // ([]any, map[string]any of the model) are returned as they are.
 func toModel(v ref.Val, depth int) (any, error) {
 	if depth > value.MaxDepth {
@@ -286,7 +286,7 @@ func mapKey(k ref.Val) (string, error) {
 }
 
 // isModel reports whether v, found depth levels down, is a tree of the
-// value model within maxDepth, so that it can be handed on without a copy.
+// value model within value.MaxDepth, so that it can be handed on without a copy.
 // It does not allocate.
 func isModel(v any, depth int) bool {
 	if depth > value.MaxDepth {
@@ -334,14 +334,15 @@ func (a modelAdapter) NativeToValue(v any) ref.Val {
 	return types.DefaultTypeAdapter.NativeToValue(v)
 }
 
-// activation is one message's variables for cel-go
+// Activation is one message's variables for cel-go
 // (interpreter.Activation). It builds no map: each variable is a field,
 // boxed into a CEL value when an expression first reads it. The payload is
-// decoded on first use. One activation serves every expression of a message
-// (and each element of an each list, through setItem); reset makes it ready
-// for the next message, so that it can be kept or pooled. It is not safe for
+// decoded on first use. One Activation serves every expression of a message
+// (and each element of an each list, through SetItem); Reset makes it ready
+// for the next message, so that it can be kept or pooled
+// (AcquireActivation). Its zero value is ready for Reset. It is not safe for
 // concurrent use.
-type activation struct {
+type Activation struct {
 	attrs     attrMap
 	messageID string
 	publish   time.Time
@@ -362,39 +363,42 @@ type activation struct {
 	idVal, publishVal, eventVal ref.Val
 }
 
-// newActivation returns an activation for msg (see reset). An activation
-// kept for the next message (reset) or pooled (acquireActivation) keeps the
-// attribute values it boxed, so that a filter on an attribute allocates
-// nothing; a new one boxes them anew.
-func newActivation(msg *source.Message, decode func() (any, error)) *activation {
-	a := &activation{}
-	a.reset(msg.ID, msg.PublishTime, msg.Attributes, decode)
+// newActivation returns an activation for a message (see Reset). An
+// activation kept for the next message (Reset) or pooled
+// (AcquireActivation) keeps the attribute values it boxed, so that a filter
+// on an attribute allocates nothing; a new one boxes them anew.
+func newActivation(messageID string, publish time.Time, attrs map[string]string, decode func() (any, error)) *Activation {
+	a := &Activation{}
+	a.Reset(messageID, publish, attrs, decode)
 	return a
 }
 
-var activations = sync.Pool{New: func() any { return new(activation) }}
+var activations = sync.Pool{New: func() any { return new(Activation) }}
 
-// acquireActivation is newActivation from a pool; releaseActivation returns
-// it once nothing reads it any more (after the message's rows are made).
-func acquireActivation(msg *source.Message, decode func() (any, error)) *activation {
-	a := activations.Get().(*activation)
-	a.reset(msg.ID, msg.PublishTime, msg.Attributes, decode)
+// AcquireActivation is an activation from a pool, Reset for a message;
+// Release returns it once nothing reads it any more (after the message's
+// rows are made).
+func AcquireActivation(messageID string, publish time.Time, attrs map[string]string, decode func() (any, error)) *Activation {
+	a := activations.Get().(*Activation)
+	a.Reset(messageID, publish, attrs, decode)
 	return a
 }
 
-// releaseActivation drops a's references to its message and pools it.
-func releaseActivation(a *activation) {
+// Release drops a's references to its message and pools it: a is not to be
+// used again.
+func (a *Activation) Release() {
 	a.clear()
 	activations.Put(a)
 }
 
-// reset prepares a for a message: its ID, publish time and attributes (not
+// Reset prepares a for a message: its ID, publish time and attributes (not
 // copied; not modified), and decode, which returns the decoded payload
-// (value.go's model) the first time an expression reads data (nil: data is
-// invalid_payload). Its error is returned by eval as it is, so it should be
-// what the caller wants to see: wrapping template.ErrInvalidPayload, or a
-// transient error. Event time and item are unset.
-func (a *activation) reset(messageID string, publish time.Time, attrs map[string]string, decode func() (any, error)) {
+// (the value model, package value) the first time an expression reads data
+// (nil: data is invalid_payload). Its error is returned by an evaluation
+// as it is, so it should be what the caller wants to see: wrapping
+// template.ErrInvalidPayload, or a transient error. Event time and item are
+// unset.
+func (a *Activation) Reset(messageID string, publish time.Time, attrs map[string]string, decode func() (any, error)) {
 	a.attrs.reset(attrs)
 	a.messageID = messageID
 	a.publish = publish
@@ -406,22 +410,22 @@ func (a *activation) reset(messageID string, publish time.Time, attrs map[string
 }
 
 // clear drops every reference to the last message (before pooling a).
-func (a *activation) clear() { a.reset("", time.Time{}, nil, nil) }
+func (a *Activation) clear() { a.Reset("", time.Time{}, nil, nil) }
 
-// setData sets the decoded payload, for a caller that decoded it already.
-func (a *activation) setData(v any) {
+// SetData sets the decoded payload, for a caller that decoded it already.
+func (a *Activation) SetData(v any) {
 	a.data, a.dataDone, a.dataErr = v, true, nil
 }
 
 // payload returns the decoded payload, decoding it if no expression did.
-func (a *activation) payload() (any, error) {
+func (a *Activation) payload() (any, error) {
 	if !a.dataDone {
 		a.load()
 	}
 	return a.data, a.dataErr
 }
 
-func (a *activation) load() {
+func (a *Activation) load() {
 	a.dataDone = true
 	if a.decode == nil {
 		a.dataErr = fmt.Errorf("%w: no payload", template.ErrInvalidPayload)
@@ -430,20 +434,20 @@ func (a *activation) load() {
 	a.data, a.dataErr = a.decode()
 }
 
-// setEventTime sets event_time.
-func (a *activation) setEventTime(t time.Time) {
+// SetEventTime sets event_time.
+func (a *Activation) SetEventTime(t time.Time) {
 	a.event, a.hasEvent, a.eventVal = t, true, nil
 }
 
-// setItem sets item, the current element of an each list (nil: a null
+// SetItem sets item, the current element of an each list (nil: a null
 // element).
-func (a *activation) setItem(v any) { a.item, a.hasItem = v, true }
+func (a *Activation) SetItem(v any) { a.item, a.hasItem = v, true }
 
-// clearItem unsets item: reading it fails.
-func (a *activation) clearItem() { a.item, a.hasItem = nil, false }
+// ClearItem unsets item: reading it fails.
+func (a *Activation) ClearItem() { a.item, a.hasItem = nil, false }
 
 // ResolveName implements interpreter.Activation.
-func (a *activation) ResolveName(name string) (any, bool) {
+func (a *Activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "attributes":
 		return &a.attrs, true
@@ -483,7 +487,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 }
 
 // Parent implements interpreter.Activation.
-func (a *activation) Parent() interpreter.Activation { return nil }
+func (a *Activation) Parent() interpreter.Activation { return nil }
 
 // attrMap is the attributes variable: the message's map as a CEL map,
 // without a copy. cel-go would wrap a map[string]string anew on every read

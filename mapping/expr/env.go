@@ -1,9 +1,9 @@
-package mapping
+package expr
 
 // The CEL environment of expressions: the variables and functions an
-// expression may use (exprOptions, buildExprEnv), the bounded replace, and
-// the cost estimators with which the checker bounds an expression's cost
-// (exprCostLimit, expr.go).
+// expression may use (Options, NewEnv, NewTypedEnv), the bounded replace,
+// and the cost estimators with which the checker bounds an expression's
+// cost (exprCostLimit, expr.go).
 
 import (
 	"crypto/sha256"
@@ -22,20 +22,20 @@ import (
 	"github.com/pubsink/pubsink/mapping/schema"
 )
 
-// exprOptions say which optional variables an environment declares.
-type exprOptions struct {
-	// item declares item: the expression is in a mapping with each.
-	item bool
-	// eventTime declares event_time; false for the expression that computes
+// Options say which optional variables an environment declares.
+type Options struct {
+	// Item declares item: the expression is in a mapping with each.
+	Item bool
+	// EventTime declares event_time; false for the expression that computes
 	// the event time itself.
-	eventTime bool
+	EventTime bool
 }
 
-// exprEnv compiles expressions. It is immutable and safe for concurrent use.
-type exprEnv struct {
+// Env compiles expressions. It is immutable and safe for concurrent use.
+type Env struct {
 	env   *cel.Env
 	names []string // the declared variables, for did-you-mean
-	// schema and provider: a typed environment's (newTypedEnv), or nil.
+	// schema and provider: a typed environment's (NewTypedEnv), or nil.
 	schema   *schema.Types
 	provider *schemaProvider
 }
@@ -47,21 +47,21 @@ const (
 	overloadHexBytes     = "hex_bytes"
 )
 
-// newExprEnv returns an environment with the variables opts declares, data
+// NewEnv returns an environment with the variables opts declares, data
 // and item of type dyn: the one every program is made in.
-func newExprEnv(opts exprOptions) (*exprEnv, error) {
+func NewEnv(opts Options) (*Env, error) {
 	return buildExprEnv(opts, nil, nil)
 }
 
-// newTypedEnv returns an environment for checking expressions against a
-// schema (schematypes.go): data is of the schema's root type, item (with
-// opts.item) of type item, or dyn when item is nil. Its expressions are
+// NewTypedEnv returns an environment for checking expressions against a
+// schema (schema.Types): data is of the schema's root type, item (with
+// opts.Item) of type item, or dyn when item is nil. Its expressions are
 // checked, never run.
-func newTypedEnv(opts exprOptions, s *schema.Types, item *cel.Type) (*exprEnv, error) {
+func NewTypedEnv(opts Options, s *schema.Types, item *cel.Type) (*Env, error) {
 	return buildExprEnv(opts, s, item)
 }
 
-func buildExprEnv(opts exprOptions, s *schema.Types, item *cel.Type) (*exprEnv, error) {
+func buildExprEnv(opts Options, s *schema.Types, item *cel.Type) (*Env, error) {
 	data := cel.DynType
 	var provider *schemaProvider
 	if s != nil {
@@ -81,11 +81,11 @@ func buildExprEnv(opts exprOptions, s *schema.Types, item *cel.Type) (*exprEnv, 
 		cel.Variable("message_id", cel.StringType),
 		cel.Variable("publish_time", cel.TimestampType),
 	}
-	if opts.eventTime {
+	if opts.EventTime {
 		names = append(names, "event_time")
 		vars = append(vars, cel.Variable("event_time", cel.TimestampType))
 	}
-	if opts.item {
+	if opts.Item {
 		names = append(names, "item")
 		vars = append(vars, cel.Variable("item", item))
 	}
@@ -166,7 +166,7 @@ func buildExprEnv(opts exprOptions, s *schema.Types, item *cel.Type) (*exprEnv, 
 	if err != nil {
 		return nil, fmt.Errorf("expression environment: %w", err)
 	}
-	return &exprEnv{env: env, names: names, schema: s, provider: provider}, nil
+	return &Env{env: env, names: names, schema: s, provider: provider}, nil
 }
 
 // maxReplaceResult bounds the string replace makes: 16 MiB, more than a

@@ -1,4 +1,6 @@
-package mapping
+package expr
+
+// Fixed expressions evaluated over fuzzed payloads and attributes.
 
 import (
 	"encoding/json"
@@ -61,19 +63,19 @@ var fuzzExprs = []string{
 
 var (
 	fuzzOnce     sync.Once
-	fuzzCompiled []*expr
+	fuzzCompiled []*Expr
 	fuzzErr      error
 )
 
-func compileFuzzExprs() ([]*expr, error) {
+func compileFuzzExprs() ([]*Expr, error) {
 	fuzzOnce.Do(func() {
-		env, err := newExprEnv(exprOptions{item: true, eventTime: true})
+		env, err := NewEnv(Options{Item: true, EventTime: true})
 		if err != nil {
 			fuzzErr = err
 			return
 		}
 		for _, src := range fuzzExprs {
-			e, err := env.compile(src, nil)
+			e, err := env.Compile(src, nil)
 			if err != nil {
 				fuzzErr = fmt.Errorf("%s: %w", src, err)
 				return
@@ -109,15 +111,15 @@ func FuzzExprEval(f *testing.F) {
 		var data any
 		decodeErr := json.Unmarshal(payload, &data)
 		attrs := map[string]string{attrKey: attrVal, "k": k}
-		var act activation
-		act.reset("m-1", time.Unix(1767323045, 0), attrs, func() (any, error) {
+		var act Activation
+		act.Reset("m-1", time.Unix(1767323045, 0), attrs, func() (any, error) {
 			if decodeErr != nil {
 				return nil, fmt.Errorf("%w: %v", template.ErrInvalidPayload, decodeErr)
 			}
 			return data, nil
 		})
-		act.setEventTime(time.Unix(1767323046, 0))
-		act.setItem(data)
+		act.SetEventTime(time.Unix(1767323046, 0))
+		act.SetItem(data)
 		in := &template.Input{Vars: &act}
 		for _, e := range exprs {
 			start := time.Now()
@@ -137,10 +139,10 @@ func FuzzExprEval(f *testing.F) {
 			}
 			_, err := e.eval(&act)
 			check("eval", err)
-			_, err = e.bool(&act)
+			_, err = e.Bool(&act)
 			check("bool", err)
-			_, err = e.list(&act, 1000)
-			check("list", err, errTooManyElements)
+			_, err = e.List(&act, 1000)
+			check("list", err, ErrTooManyElements)
 			_, err = e.time(&act)
 			check("time", err)
 			dst := []byte("x")

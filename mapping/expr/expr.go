@@ -1,4 +1,9 @@
-package mapping
+package expr
+
+// Compiling an expression: the cost limit and how it is kept (costMode),
+// Env.Compile and Env.Check, and whether an expression reads the payload
+// (readsVar). The environment it compiles in is env.go, evaluating it
+// eval.go, and the texts of its errors errors.go.
 
 import (
 	"context"
@@ -13,41 +18,6 @@ import (
 	"github.com/google/cel-go/interpreter"
 )
 
-// Expressions are CEL (github.com/google/cel-go): typed, side-effect free,
-// compiled and type-checked once, evaluated per message against an
-// activation that hands cel-go the message's values without copying them.
-//
-// Variables:
-//
-//	attributes    map(string, string)  the message's attributes
-//	data          dyn                  the decoded payload (value.go's model); with
-//	                                   a schema, also checked against its types
-//	                                   (schematypes.go), never evaluated by them
-//	message_id    string
-//	publish_time  timestamp
-//	event_time    timestamp            not in the expression that computes it
-//	item          dyn                  the element of each's list (with each only)
-//
-// Functions: CEL's standard library and macros (has, all, exists,
-// exists_one, map, filter), optional values (data.?a.orValue(x),
-// optional.of), cel-go's extensions Strings (upperAscii, lowerAscii, replace,
-// split, substring, trim, charAt, indexOf, lastIndexOf, join, format,
-// strings.quote, reverse), Encoders (base64.encode, base64.decode), Math
-// (math.round, ceil, floor, trunc, abs, sign, sqrt, greatest, least, isNaN,
-// isInf, isFinite, bit operations), Lists (slice, flatten, distinct,
-// reverse, sort, sortBy, lists.range), Bindings (cel.bind), and ours: sha256(bytes|string) -> bytes
-// and hex(bytes) -> string, so that hex(sha256(data.user)).substring(0, 8)
-// is a hash prefix that spreads row keys (CEL has no [i:j] slices). Strings'
-// replace is bounded (maxReplaceResult), lists.range too (exprCostLimit).
-//
-// Evaluation is never interrupted by a clock or a caller's context (that
-// would make a message's fate depend on the machine's load): the cost
-// limit bounds it.
-//
-// This file is the cost limit and compiling an expression (expr, compile,
-// costMode); the environment it compiles in is expr_env.go, evaluating it
-// expr_eval.go, and the texts of its errors expr_errors.go.
-
 // exprCostLimit bounds one evaluation, in CEL's cost units (checker and
 // cel-go's runtime agree on them): about one per variable, field access,
 // comparison or function call, ten per list or map made, a tenth of one per
@@ -61,7 +31,7 @@ import (
 // a stalled pipeline.
 //
 // How the limit is kept depends on what the checker proves of the
-// expression (compile's costMode):
+// expression (Compile's costMode):
 //
 //   - costFree: its worst case is below the limit whatever the payload
 //     (no comprehension, no string function over payload strings): not
@@ -87,9 +57,9 @@ const exprCostLimit = 100_000
 // milliseconds.
 const trackedLoopLimit = exprCostLimit / 10
 
-// expr is a compiled expression. It is immutable and safe for concurrent
+// Expr is a compiled expression. It is immutable and safe for concurrent
 // use; each evaluation reads one message's activation.
-type expr struct {
+type Expr struct {
 	src string
 	prg cel.Program
 	out *cel.Type
@@ -112,18 +82,22 @@ type expr struct {
 	traced    cel.Program
 }
 
-// readsData reports whether the expression reads the payload (data), so
+// ReadsData reports whether the expression reads the payload (data), so
 // that a caller can skip decoding it when none does.
-func (e *expr) readsData() bool { return e.data }
+func (e *Expr) ReadsData() bool { return e.data }
 
 // String returns the expression's source.
-func (e *expr) String() string { return e.src }
+func (e *Expr) String() string { return e.src }
 
-// compile parses and type-checks src, and checks that its type is
+// Type is the expression's type as compiled, over a dyn data: dyn when it
+// depends on the payload (a typed check, Env.Check, may know more).
+func (e *Expr) Type() *cel.Type { return e.out }
+
+// Compile parses and type-checks src, and checks that its type is
 // assignable to want (nil: any type). A result of type dyn passes and is
 // checked when evaluated. The error reads as
 // `1:5: undeclared reference to 'dta' (did you mean 'data'?)`.
-func (e *exprEnv) compile(src string, want *cel.Type) (*expr, error) {
+func (e *Env) Compile(src string, want *cel.Type) (*Expr, error) {
 	ast, err := e.checked(src, want)
 	if err != nil {
 		return nil, err
@@ -151,13 +125,13 @@ func (e *exprEnv) compile(src string, want *cel.Type) (*expr, error) {
 		return nil, err // a constant regular expression that does not compile
 	}
 	data := readsVar(ast.NativeRep().Expr(), "data", 0)
-	return &expr{src: src, prg: prg, out: out, mode: mode, limit: limit, steps: steps, data: data,
+	return &Expr{src: src, prg: prg, out: out, mode: mode, limit: limit, steps: steps, data: data,
 		ast: ast, env: e.env, popts: popts}, nil
 }
 
 // checked parses and type-checks src and checks its type against want, as
-// compile says.
-func (e *exprEnv) checked(src string, want *cel.Type) (*cel.Ast, error) {
+// Compile says.
+func (e *Env) checked(src string, want *cel.Type) (*cel.Ast, error) {
 	if e.provider != nil {
 		e.provider.takeMisses() // another check's
 	}
@@ -188,9 +162,9 @@ func wantText(want *cel.Type) string {
 	return cel.FormatCELType(want)
 }
 
-// check type-checks src in a typed environment (newTypedEnv) and returns
-// its type: the schema's verdict on an expression that compile accepted.
-func (e *exprEnv) check(src string, want *cel.Type) (*cel.Type, error) {
+// Check type-checks src in a typed environment (NewTypedEnv) and returns
+// its type: the schema's verdict on an expression that Compile accepted.
+func (e *Env) Check(src string, want *cel.Type) (*cel.Type, error) {
 	ast, err := e.checked(src, want)
 	if err != nil || ast == nil {
 		return cel.DynType, err
@@ -216,7 +190,7 @@ func (m costMode) String() string {
 // costSteps how many comprehension steps it may take.
 // (The estimate's minimum is not used to refuse an expression that always
 // costs too much: cel-go's extensions misestimate it, e.g. substring's.)
-func (e *exprEnv) costMode(ast *cel.Ast) (mode costMode, limit uint64, steps uint) {
+func (e *Env) costMode(ast *cel.Ast) (mode costMode, limit uint64, steps uint) {
 	est, err := e.env.EstimateCost(ast, noSizes{})
 	if err == nil && est.Max <= exprCostLimit {
 		return costFree, exprCostLimit, 0

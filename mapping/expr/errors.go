@@ -1,4 +1,4 @@
-package mapping
+package expr
 
 // The texts of expression errors: a compile's issues with a did-you-mean
 // (issuesText), and a failed evaluation's error (evalError), its failing
@@ -26,7 +26,7 @@ import (
 
 // issuesText is CEL's issues as `line:column: message`, one after another,
 // with a did-you-mean for an undeclared variable.
-func (e *exprEnv) issuesText(iss *cel.Issues) string {
+func (e *Env) issuesText(iss *cel.Issues) string {
 	var misses []schema.FieldMiss
 	if e.provider != nil {
 		misses = e.provider.takeMisses()
@@ -116,7 +116,7 @@ func nullCompared(msg string) bool {
 // place: "no such overload: '*' applied to (double, int) at 1:20". The
 // types are the values' kinds, never the values. "" when it finds none.
 // It runs only on a failed evaluation: the program it uses is made once.
-func (e *expr) explainOverload(act *activation) string {
+func (e *Expr) explainOverload(act *Activation) string {
 	e.traceOnce.Do(func() {
 		opts := append(slices.Clone(e.popts), cel.EvalOptions(cel.OptTrackState))
 		e.traced, _ = e.env.Program(e.ast, opts...)
@@ -168,7 +168,7 @@ func (e *expr) explainOverload(act *activation) string {
 
 // evalError wraps an evaluation error as template.ErrExpression, with
 // CEL's message scrubbed of what may be the message's values.
-func (e *expr) evalError(err error) error {
+func (e *Expr) evalError(err error) error {
 	var cancelled interpreter.EvalCancelledError
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 		return fmt.Errorf("%w: cost limit of %d exceeded", template.ErrExpression, e.limit)
@@ -183,21 +183,21 @@ func (e *expr) evalError(err error) error {
 	return failed
 }
 
-// errNoSuchValue marks the failure of an expression that read a value the
+// ErrNoSuchValue marks the failure of an expression that read a value the
 // message does not have: a map key or a message field that is absent (a
 // JSON member, an Avro field whose union is null, an unset proto field: in
-// the value model of value.go each is an absent map key), a field of a
-// null, an index out of range. A column's missing-value policy applies to
-// it as to template.ErrMissingField. Test with errors.Is; its text is not
-// in the error's.
-var errNoSuchValue = errors.New("no such value")
+// the value model each is an absent map key), a field of a null, an index
+// out of range. A column's missing-value policy applies to it as to
+// template.ErrMissingField. Test with errors.Is; its text is not in the
+// error's.
+var ErrNoSuchValue = errors.New("no such value")
 
 // absentError is an expression's failure (wrapping template.ErrExpression,
-// with the same text) that is also errNoSuchValue.
+// with the same text) that is also ErrNoSuchValue.
 type absentError struct{ err error }
 
 func (e *absentError) Error() string   { return e.err.Error() }
-func (e *absentError) Unwrap() []error { return []error{e.err, errNoSuchValue} }
+func (e *absentError) Unwrap() []error { return []error{e.err, ErrNoSuchValue} }
 
 // isResolutionError reports whether err, from cel-go's evaluation, is its
 // failure to resolve what the expression reads: cel-go's interpreter makes

@@ -1,4 +1,9 @@
-package mapping
+package expr
+
+// CEL's checker's view of a schema: a type provider that knows its records
+// and messages (schemaProvider) and remembers the fields it did not find,
+// for errors.go's did-you-mean; and which errors of a typed check are not
+// the schema's verdict (onlyLenient).
 
 import (
 	"fmt"
@@ -11,8 +16,6 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/pubsink/pubsink/mapping/schema"
 )
-
-// ---- the checker's view ----
 
 // schemaProvider is a cel-go type provider that knows a schema's records
 // and messages besides CEL's own types. It records the fields the checker
@@ -59,7 +62,7 @@ func (p *schemaProvider) FindStructFieldType(name, field string) (*types.FieldTy
 		p.mu.Unlock()
 		return nil, false
 	}
-	// Never read: the typed check makes no program (see schemaTypes).
+	// Never read: the typed check makes no program (see schema.Types).
 	return &types.FieldType{
 		Type:    t,
 		IsSet:   func(any) bool { return false },

@@ -1,4 +1,8 @@
-package mapping
+package expr
+
+// Compiling and evaluating expressions: errors and their texts, types,
+// rendering, functions, times, missing values, the cost limit, the
+// activation.
 
 import (
 	"bytes"
@@ -16,22 +20,21 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 
 	"github.com/pubsink/pubsink/mapping/value"
-	"github.com/pubsink/pubsink/source"
 	"github.com/pubsink/pubsink/template"
 )
 
-func mustEnv(tb testing.TB, opts exprOptions) *exprEnv {
+func mustEnv(tb testing.TB, opts Options) *Env {
 	tb.Helper()
-	env, err := newExprEnv(opts)
+	env, err := NewEnv(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return env
 }
 
-func mustCompile(tb testing.TB, env *exprEnv, src string, want *cel.Type) *expr {
+func mustCompile(tb testing.TB, env *Env, src string, want *cel.Type) *Expr {
 	tb.Helper()
-	e, err := env.compile(src, want)
+	e, err := env.Compile(src, want)
 	if err != nil {
 		tb.Fatalf("compile %q: %v", src, err)
 	}
@@ -50,13 +53,13 @@ func jsonData(tb testing.TB, s string) any {
 var testPublish = time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC)
 
 // testActivation is an activation for a message with data v.
-func testActivation(attrs map[string]string, v any) *activation {
-	a := newActivation(&source.Message{ID: "m-1", PublishTime: testPublish, Attributes: attrs}, nil)
-	a.setData(v)
+func testActivation(attrs map[string]string, v any) *Activation {
+	a := newActivation("m-1", testPublish, attrs, nil)
+	a.SetData(v)
 	return a
 }
 
-func render(t *testing.T, e *expr, act *activation) (string, error) {
+func render(t *testing.T, e *Expr, act *Activation) (string, error) {
 	t.Helper()
 	dst := []byte("prefix:")
 	out, err := e.AppendTo(dst, act)
@@ -70,10 +73,10 @@ func render(t *testing.T, e *expr, act *activation) (string, error) {
 }
 
 func TestExprCompileErrors(t *testing.T) {
-	full := mustEnv(t, exprOptions{item: true, eventTime: true})
-	plain := mustEnv(t, exprOptions{})
+	full := mustEnv(t, Options{Item: true, EventTime: true})
+	plain := mustEnv(t, Options{})
 	for _, tc := range []struct {
-		env  *exprEnv
+		env  *Env
 		src  string
 		want string // the whole error text
 	}{
@@ -89,7 +92,7 @@ func TestExprCompileErrors(t *testing.T) {
 		{full, `data.a ==`, `1:10: Syntax error: mismatched input '<EOF>' expecting`},
 		{full, `'a'.upperAsci()`, `1:14: undeclared reference to 'upperAsci'`},
 	} {
-		_, err := tc.env.compile(tc.src, nil)
+		_, err := tc.env.Compile(tc.src, nil)
 		if err == nil {
 			t.Errorf("%q compiled", tc.src)
 			continue
@@ -104,7 +107,7 @@ func TestExprCompileErrors(t *testing.T) {
 }
 
 func TestExprTypeCheck(t *testing.T) {
-	env := mustEnv(t, exprOptions{item: true, eventTime: true})
+	env := mustEnv(t, Options{Item: true, EventTime: true})
 	for _, tc := range []struct {
 		src  string
 		want *cel.Type
@@ -126,7 +129,7 @@ func TestExprTypeCheck(t *testing.T) {
 		{`{'a': 1}`, nil, ""},
 		{`publish_time`, nil, ""},
 	} {
-		_, err := env.compile(tc.src, tc.want)
+		_, err := env.Compile(tc.src, tc.want)
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%q: %v", tc.src, err)
@@ -139,22 +142,22 @@ func TestExprTypeCheck(t *testing.T) {
 
 	// A dyn result that is not a bool fails when evaluated.
 	e := mustCompile(t, env, `data.x`, cel.BoolType)
-	ok, err := e.bool(testActivation(nil, jsonData(t, `{"x": true}`)))
+	ok, err := e.Bool(testActivation(nil, jsonData(t, `{"x": true}`)))
 	if err != nil || !ok {
 		t.Errorf("bool on true: %v, %v", ok, err)
 	}
-	_, err = e.bool(testActivation(nil, jsonData(t, `{"x": "yes"}`)))
+	_, err = e.Bool(testActivation(nil, jsonData(t, `{"x": "yes"}`)))
 	if !errors.Is(err, template.ErrExpression) || !strings.Contains(err.Error(), "the result is of type string, want bool") {
 		t.Errorf("bool on a string: %v", err)
 	}
-	_, err = mustCompile(t, env, `data.x`, nil).list(testActivation(nil, jsonData(t, `{"x": 1}`)), 10)
+	_, err = mustCompile(t, env, `data.x`, nil).List(testActivation(nil, jsonData(t, `{"x": 1}`)), 10)
 	if !errors.Is(err, template.ErrExpression) || !strings.Contains(err.Error(), "want a list") {
 		t.Errorf("list on a number: %v", err)
 	}
 }
 
 func TestExprRender(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	data := map[string]any{
 		"s":       "text",
 		"n":       float64(12.5),
@@ -246,7 +249,7 @@ func TestExprRender(t *testing.T) {
 
 	// An expression in a template, through the template's hook.
 	tmpl, err := template.CompileWith(`{= data.s.upperAscii()}#{= hex(sha256(message_id)).substring(0, 4)}#{message_id}`, template.Options{
-		Expr: func(src string) (template.Expr, error) { return env.compile(src, nil) },
+		Expr: func(src string) (template.Expr, error) { return env.Compile(src, nil) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +264,7 @@ func TestExprRender(t *testing.T) {
 }
 
 func TestExprSHA256Hex(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	act := testActivation(nil, map[string]any{"user": "alice", "raw": []byte("alice")})
 	want := hexSHA256("alice")
 	for _, tc := range []struct{ src, want string }{
@@ -283,7 +286,7 @@ func TestExprSHA256Hex(t *testing.T) {
 	if want != "2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90" {
 		t.Errorf("sha256(alice) = %s", want)
 	}
-	if _, err := env.compile(`hex('text')`, nil); err == nil {
+	if _, err := env.Compile(`hex('text')`, nil); err == nil {
 		t.Error("hex(string) compiled")
 	}
 	// A dyn argument of the wrong type fails when evaluated.
@@ -300,7 +303,7 @@ func hexSHA256(s string) string {
 }
 
 func TestExprTimes(t *testing.T) {
-	env := mustEnv(t, exprOptions{eventTime: true})
+	env := mustEnv(t, Options{EventTime: true})
 	act := testActivation(nil, map[string]any{"ts": "2026-03-04T05:06:07.5Z", "epoch": float64(1767323045)})
 	for _, tc := range []struct{ src, want string }{
 		{`publish_time`, "2026-01-02T03:04:05.678Z"},
@@ -334,10 +337,10 @@ func TestExprTimes(t *testing.T) {
 	}
 	// timestamp, for a template's lone expression: ok false for a string.
 	in := &template.Input{Vars: act}
-	if ts, ok, err := mustCompile(t, env, `publish_time`, nil).timestamp(in.Vars); !ok || err != nil || !ts.Equal(testPublish) {
+	if ts, ok, err := mustCompile(t, env, `publish_time`, nil).Timestamp(in.Vars); !ok || err != nil || !ts.Equal(testPublish) {
 		t.Errorf("timestamp(publish_time) = %v, %v, %v", ts, ok, err)
 	}
-	if _, ok, err := mustCompile(t, env, `data.ts`, nil).timestamp(in.Vars); ok || err != nil {
+	if _, ok, err := mustCompile(t, env, `data.ts`, nil).Timestamp(in.Vars); ok || err != nil {
 		t.Errorf("timestamp(data.ts) = %v, %v", ok, err)
 	}
 	// A bad timestamp string is an expression error, without the string.
@@ -352,14 +355,14 @@ func TestExprTimes(t *testing.T) {
 	if _, err := render(t, e, act); !errors.Is(err, template.ErrExpression) {
 		t.Errorf("event_time unset: %v", err)
 	}
-	act.setEventTime(time.Date(2026, 1, 1, 0, 42, 0, 0, time.UTC))
+	act.SetEventTime(time.Date(2026, 1, 1, 0, 42, 0, 0, time.UTC))
 	if got, err := render(t, e, act); err != nil || got != "42" {
 		t.Errorf("event_time.getMinutes() = %q, %v", got, err)
 	}
 }
 
 func TestExprMissing(t *testing.T) {
-	env := mustEnv(t, exprOptions{item: true})
+	env := mustEnv(t, Options{Item: true})
 	attrs := map[string]string{"type": "reading", "k": "secretkey"}
 	act := testActivation(attrs, jsonData(t, `{"a": {"b": 1}, "s": "secretvalue", "list": [1]}`))
 	for _, src := range []string{
@@ -397,8 +400,51 @@ func TestExprMissing(t *testing.T) {
 	}
 }
 
+// TestExpressionMissingValues: an expression that reads what the message
+// does not have fails with ErrNoSuchValue beside template.ErrExpression,
+// with the same text as before; other failures do not. This is what tells
+// cel-go's resolution errors by their type (resolutionErrorType): a cel-go
+// that changes them fails here.
+func TestExpressionMissingValues(t *testing.T) {
+	if resolutionErrorType() == nil {
+		t.Fatal("cel-go's resolution error was not found")
+	}
+	env := mustEnv(t, Options{EventTime: true})
+	act := testActivation(map[string]string{"a": "1"}, jsonData(t, `{"n": null, "obj": {}, "list": [1], "s": "x", "z": 0}`))
+	for src, missing := range map[string]bool{
+		"data.nope":                   true,
+		"data.obj.nope":               true,
+		"data.n.nope":                 true,
+		"data.list[3]":                true,
+		"data['nope']":                true,
+		"attributes.nope":             true,
+		"attributes['nope'] + 'x'":    true,
+		"data.nope == 1 ? 'a' : 'b'":  true,
+		"1 / int(data.z)":             false,
+		"int(data.s)":                 false,
+		"data.s + 1":                  false,
+		"data.list.map(x, 1 / x - 1)": false,
+		"[1, 2].map(x, 3 / (x - 1))":  false,
+	} {
+		e := mustCompile(t, env, src, nil)
+		_, err := e.eval(act)
+		if err == nil {
+			t.Errorf("%s: no error", src)
+			continue
+		}
+		if !errors.Is(err, template.ErrExpression) || errors.Is(err, ErrNoSuchValue) != missing {
+			t.Errorf("%s: %v; missing %v, want %v", src, err, errors.Is(err, ErrNoSuchValue), missing)
+		}
+	}
+	// The text is what it was: no trace of the marker.
+	_, err := mustCompile(t, env, "data.nope", nil).eval(act)
+	if err == nil || err.Error() != "expression failed: no such key: nope" {
+		t.Errorf("text %v", err)
+	}
+}
+
 func TestExprHasAndOptional(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	act := testActivation(map[string]string{"type": "reading"},
 		jsonData(t, `{"a": {"b": null, "c": 0}, "list": [10, 20], "empty": ""}`))
 	for _, tc := range []struct {
@@ -429,19 +475,19 @@ func TestExprHasAndOptional(t *testing.T) {
 		{`data.list.all(x, x >= 10)`, true},
 		{`data.list.exists_one(x, x == 20)`, true},
 	} {
-		got, err := mustCompile(t, env, tc.src, cel.BoolType).bool(act)
+		got, err := mustCompile(t, env, tc.src, cel.BoolType).Bool(act)
 		if err != nil || got != tc.want {
 			t.Errorf("%s = %v, %v; want %v", tc.src, got, err, tc.want)
 		}
 	}
 	// has() of a field of a missing field is an error.
-	if _, err := mustCompile(t, env, `has(data.z.y)`, cel.BoolType).bool(act); !errors.Is(err, template.ErrExpression) {
+	if _, err := mustCompile(t, env, `has(data.z.y)`, cel.BoolType).Bool(act); !errors.Is(err, template.ErrExpression) {
 		t.Errorf("has(data.z.y): %v", err)
 	}
 }
 
 func TestExprCostLimit(t *testing.T) {
-	env := mustEnv(t, exprOptions{item: true})
+	env := mustEnv(t, Options{Item: true})
 	for src, want := range map[string]costMode{
 		`attributes.type == 'reading' && message_id.startsWith('m-') && has(data.a) && data.a.b == 1`: costFree,
 		`[1, 2, 3].map(x, x * 2)`:                 costFree,
@@ -494,7 +540,7 @@ func TestExprCostLimit(t *testing.T) {
 	// default); 10,000 do not.
 	for _, src := range []string{`data.xs.map(x, x * 2.0)`, `data.xs.filter(x, x >= 0.0)`} {
 		e := mustCompile(t, env, src, nil)
-		if got, err := e.list(act, 1000); err != nil || len(got) != 1000 {
+		if got, err := e.List(act, 1000); err != nil || len(got) != 1000 {
 			t.Errorf("%s: %d elements, %v", src, len(got), err)
 		}
 		long := testActivation(nil, map[string]any{"xs": make([]any, 10000)})
@@ -504,10 +550,10 @@ func TestExprCostLimit(t *testing.T) {
 	}
 	// A comprehension the limit stops is an error even where || would
 	// absorb it... unless the other side decides, as CEL's logic says.
-	if ok, err := mustCompile(t, env, `true || data.xs.all(x, data.xs.all(y, true))`, nil).bool(act); err != nil || !ok {
+	if ok, err := mustCompile(t, env, `true || data.xs.all(x, data.xs.all(y, true))`, nil).Bool(act); err != nil || !ok {
 		t.Errorf("true || blowup: %v, %v", ok, err)
 	}
-	if _, err := mustCompile(t, env, `false || data.xs.all(x, data.xs.all(y, true))`, nil).bool(act); !errors.Is(err, template.ErrExpression) {
+	if _, err := mustCompile(t, env, `false || data.xs.all(x, data.xs.all(y, true))`, nil).Bool(act); !errors.Is(err, template.ErrExpression) {
 		t.Errorf("false || blowup: %v", err)
 	}
 	// replace makes no string of the payload's square.
@@ -546,20 +592,20 @@ func TestExprCostLimit(t *testing.T) {
 	}
 	// Within the limit, a comprehension runs.
 	small := testActivation(nil, map[string]any{"xs": list[:50]})
-	ok, err := mustCompile(t, env, `data.xs.all(x, x < 1000)`, nil).bool(small)
+	ok, err := mustCompile(t, env, `data.xs.all(x, x < 1000)`, nil).Bool(small)
 	if err != nil || !ok {
 		t.Errorf("small all: %v, %v", ok, err)
 	}
 }
 
 func TestExprDecodeError(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	calls := 0
 	errBad := fmt.Errorf("%w: json: unexpected end", template.ErrInvalidPayload)
-	act := newActivation(&source.Message{ID: "m", Attributes: map[string]string{"type": "reading"}},
+	act := newActivation("m", time.Time{}, map[string]string{"type": "reading"},
 		func() (any, error) { calls++; return nil, errBad })
 	for _, src := range []string{`data.kind == 'a'`, `has(data.kind) || true`, `attributes.type == 'reading' && data.x == 1`} {
-		_, err := mustCompile(t, env, src, nil).bool(act)
+		_, err := mustCompile(t, env, src, nil).Bool(act)
 		if !errors.Is(err, template.ErrInvalidPayload) || errors.Is(err, template.ErrExpression) {
 			t.Errorf("%s: %v, want the decode error", src, err)
 		}
@@ -568,14 +614,14 @@ func TestExprDecodeError(t *testing.T) {
 		t.Errorf("decoded %d times, want once", calls)
 	}
 	// An expression that does not read data does not decode it.
-	other := newActivation(&source.Message{ID: "m", Attributes: map[string]string{"type": "reading"}},
+	other := newActivation("m", time.Time{}, map[string]string{"type": "reading"},
 		func() (any, error) { t.Error("decoded"); return nil, errBad })
-	if ok, err := mustCompile(t, env, `attributes.type == 'reading'`, nil).bool(other); err != nil || !ok {
+	if ok, err := mustCompile(t, env, `attributes.type == 'reading'`, nil).Bool(other); err != nil || !ok {
 		t.Errorf("attribute filter: %v, %v", ok, err)
 	}
 	// The decode func's own error is returned as it is (a transient one).
 	errTransient := errors.New("schema not fetched yet")
-	tr := newActivation(&source.Message{ID: "m"}, func() (any, error) { return nil, errTransient })
+	tr := newActivation("m", time.Time{}, nil, func() (any, error) { return nil, errTransient })
 	if _, err := mustCompile(t, env, `data.x`, nil).eval(tr); err != errTransient {
 		t.Errorf("transient: %v", err)
 	}
@@ -585,29 +631,29 @@ func TestExprDecodeError(t *testing.T) {
 }
 
 func TestExprList(t *testing.T) {
-	env := mustEnv(t, exprOptions{item: true, eventTime: true})
+	env := mustEnv(t, Options{Item: true, EventTime: true})
 	data := jsonData(t, `{"readings": [{"v": 1}, {"v": 2}, {"v": 3}], "csv": "a,b"}`)
 	act := testActivation(nil, data)
 	readings := data.(map[string]any)["readings"].([]any)
 
-	got, err := mustCompile(t, env, `data.readings`, cel.ListType(cel.DynType)).list(act, 3)
+	got, err := mustCompile(t, env, `data.readings`, cel.ListType(cel.DynType)).List(act, 3)
 	if err != nil || len(got) != 3 || &got[0] != &readings[0] {
 		t.Errorf("data.readings: %v, %v (want the payload's own slice)", got, err)
 	}
-	got, err = mustCompile(t, env, `data.readings.map(r, r.v * 2.0)`, nil).list(act, 10)
+	got, err = mustCompile(t, env, `data.readings.map(r, r.v * 2.0)`, nil).List(act, 10)
 	if err != nil || fmt.Sprint(got) != "[2 4 6]" {
 		t.Errorf("map: %v, %v", got, err)
 	}
-	got, err = mustCompile(t, env, `data.csv.split(',')`, nil).list(act, 10)
+	got, err = mustCompile(t, env, `data.csv.split(',')`, nil).List(act, 10)
 	if err != nil || fmt.Sprint(got) != "[a b]" {
 		t.Errorf("split: %v, %v", got, err)
 	}
-	got, err = mustCompile(t, env, `[publish_time, 1u, b'x', {'k': [1]}]`, nil).list(act, 10)
+	got, err = mustCompile(t, env, `[publish_time, 1u, b'x', {'k': [1]}]`, nil).List(act, 10)
 	if err != nil || len(got) != 4 || got[0] != testPublish || got[1] != uint64(1) || !bytes.Equal(got[2].([]byte), []byte("x")) {
 		t.Errorf("mixed: %#v, %v", got, err)
 	}
-	_, err = mustCompile(t, env, `data.readings`, nil).list(act, 2)
-	if !errors.Is(err, errTooManyElements) || errors.Is(err, template.ErrExpression) {
+	_, err = mustCompile(t, env, `data.readings`, nil).List(act, 2)
+	if !errors.Is(err, ErrTooManyElements) || errors.Is(err, template.ErrExpression) {
 		t.Errorf("3 elements, max 2: %v", err)
 	}
 
@@ -615,7 +661,7 @@ func TestExprList(t *testing.T) {
 	e := mustCompile(t, env, `item.v * 10.0`, nil)
 	var out []string
 	for _, it := range readings {
-		act.setItem(it)
+		act.SetItem(it)
 		s, err := render(t, e, act)
 		if err != nil {
 			t.Fatal(err)
@@ -625,18 +671,18 @@ func TestExprList(t *testing.T) {
 	if strings.Join(out, ",") != "10,20,30" {
 		t.Errorf("item.v * 10 = %v", out)
 	}
-	act.setItem(nil)
+	act.SetItem(nil)
 	if _, err := render(t, mustCompile(t, env, `item`, nil), act); !errors.Is(err, template.ErrMissingField) {
 		t.Errorf("null item: %v", err)
 	}
-	act.clearItem()
+	act.ClearItem()
 	if _, err := render(t, mustCompile(t, env, `item`, nil), act); !errors.Is(err, template.ErrExpression) {
 		t.Errorf("unset item: %v", err)
 	}
 }
 
 func TestExprReadsData(t *testing.T) {
-	env := mustEnv(t, exprOptions{item: true})
+	env := mustEnv(t, Options{Item: true})
 	for src, want := range map[string]bool{
 		`data.x`:                           true,
 		`has(data.x)`:                      true,
@@ -647,16 +693,16 @@ func TestExprReadsData(t *testing.T) {
 		`item.x`:                           false,
 		`message_id`:                       false,
 	} {
-		if got := mustCompile(t, env, src, nil).readsData(); got != want {
+		if got := mustCompile(t, env, src, nil).ReadsData(); got != want {
 			t.Errorf("readsData(%s) = %v", src, got)
 		}
 	}
 }
 
 func TestExprActivationReuse(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	e := mustCompile(t, env, `message_id + ':' + attributes.type + ':' + string(publish_time) + ':' + data.k`, nil)
-	var act activation
+	var act Activation
 	for i := range 300 { // more distinct values than the boxed cache keeps
 		id := fmt.Sprint("m", i)
 		typ := fmt.Sprint("t", i%7)
@@ -664,7 +710,7 @@ func TestExprActivationReuse(t *testing.T) {
 			typ = fmt.Sprint("long-", strings.Repeat("x", 100), i)
 		}
 		pub := time.Unix(int64(i), 0).UTC()
-		act.reset(id, pub, map[string]string{"type": typ}, func() (any, error) {
+		act.Reset(id, pub, map[string]string{"type": typ}, func() (any, error) {
 			return map[string]any{"k": id}, nil
 		})
 		got, err := render(t, e, &act)
@@ -676,11 +722,11 @@ func TestExprActivationReuse(t *testing.T) {
 	if len(act.attrs.boxed) > maxBoxed {
 		t.Errorf("%d boxed values kept", len(act.attrs.boxed))
 	}
-	a := acquireActivation(&source.Message{ID: "x", Attributes: map[string]string{"type": "t"}}, nil)
+	a := AcquireActivation("x", time.Time{}, map[string]string{"type": "t"}, nil)
 	if got, err := render(t, mustCompile(t, env, `message_id + attributes.type`, nil), a); err != nil || got != "xt" {
 		t.Errorf("pooled: %q, %v", got, err)
 	}
-	releaseActivation(a)
+	a.Release()
 	if a.attrs.m != nil || a.decode != nil || a.messageID != "" {
 		t.Error("a released activation keeps its message")
 	}
@@ -688,15 +734,15 @@ func TestExprActivationReuse(t *testing.T) {
 
 // A filter on an attribute allocates nothing on a reused activation.
 func TestExprFilterAttributeAllocs(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	e := mustCompile(t, env, `attributes.type == 'reading'`, cel.BoolType)
 	attrs := benchAttrs(8)
-	var act activation
+	var act Activation
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
-		act.reset("id", testPublish, attrs[i%len(attrs)], nil)
+		act.Reset("id", testPublish, attrs[i%len(attrs)], nil)
 		i++
-		if ok, err := e.bool(&act); err != nil || !ok {
+		if ok, err := e.Bool(&act); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
 	})
@@ -727,15 +773,15 @@ func TestExprScrub(t *testing.T) {
 // One compiled expression serves many goroutines, each with its own
 // activation.
 func TestExprConcurrent(t *testing.T) {
-	env := mustEnv(t, exprOptions{})
+	env := mustEnv(t, Options{})
 	e := mustCompile(t, env, `attributes.type + ':' + hex(sha256(data.s)).substring(0, 4) + ':' + string(data.xs.map(x, x * 2.0).size())`, nil)
 	done := make(chan error)
 	for g := range 4 {
 		go func() {
-			var act activation
+			var act Activation
 			for i := range 200 {
 				s := fmt.Sprint("s", g, "-", i)
-				act.reset("m", testPublish, map[string]string{"type": fmt.Sprint("t", i%3)}, func() (any, error) {
+				act.Reset("m", testPublish, map[string]string{"type": fmt.Sprint("t", i%3)}, func() (any, error) {
 					return map[string]any{"s": s, "xs": []any{float64(1), float64(2)}}, nil
 				})
 				out, err := e.AppendTo(nil, &act)
