@@ -19,6 +19,18 @@
 //	var r mapping.Result
 //	err = m.Map(ctx, msg, &r) // r.Filtered, r.EventTime, r.Key, r.Rows
 //
+// # The rooms below it
+//
+// mapping holds the schema cache and the rows of a message; what it
+// builds on has a package each: mapping/value (the value model every
+// format decodes into, and how a template renders it), mapping/schema (the
+// Codec every format implements: decode, check a path, a schema's CEL
+// types; schematest is the conformance suite every format runs), one
+// package per format (mapping/avro, mapping/protobuf, mapping/jsontree for
+// JSON's tree; string and raw need no code of their own), and mapping/expr
+// (CEL's environment, typed checking and evaluation). None of them imports
+// mapping or another format.
+//
 // # How a message is mapped
 //
 //  1. A JSON pipeline whose expressions read no payload takes the plain path:
@@ -27,7 +39,7 @@
 //  2. Otherwise the payload is decoded into a tree of plain Go values, the
 //     same for every format (package value): Avro (mapping/avro) and Protocol
 //     Buffers (mapping/protobuf) before anything reads it, JSON, string and raw
-//     only when an expression reads data (jsontree.go).
+//     only when an expression reads data (mapping/jsontree).
 //  3. The filter runs first, before the event time and the dedupe key are
 //     read, so that a heartbeat without them is filtered, not refused.
 //  4. Event time and dedupe key: attributes, or templates over the payload.
@@ -69,12 +81,13 @@
 // # Types over a schema
 //
 // With a schema file, New type-checks every expression and {item…} path
-// against the schema's types (schematypes.go: records and messages as CEL
-// object types, the rest as the value model decodes them), so that a
-// misspelled field or an operator over the wrong types is a problem at its
-// key, not a dead-lettered message. CheckRevision does the same against one
-// revision of a topic's schema, for validate and run's start-up (app). The
-// typed check only refuses: every expression is evaluated by the program
+// against the schema's types (the Codec's schema.Types, checked by
+// mapping/expr: records and messages as CEL object types, the rest as the
+// value model decodes them), so that a misspelled field or an operator
+// over the wrong types is a problem at its key, not a dead-lettered
+// message. CheckRevision does the same against one revision of a topic's
+// schema, for validate and run's start-up (app). The typed check only
+// refuses: every expression is evaluated by the program
 // compiled over a dyn data, whatever the schema or revision.
 //
 // # Guarantees
@@ -111,6 +124,6 @@
 // machine, ~200-byte JSON payload: the plain path's default mapping about
 // 0.1 µs and 0 allocations, four {data.…} placeholders about 1.5 µs; a
 // filter on one attribute adds about 0.1 µs and no allocation; a filter on
-// a payload field decodes the JSON for CEL (jsontree.go). Avro and Protocol
+// a payload field decodes the JSON for CEL (mapping/jsontree). Avro and Protocol
 // Buffers decoding: see mapping/avro and mapping/protobuf.
 package mapping

@@ -32,8 +32,8 @@ const (
 // errSchemaUnavailable marks a payload whose schema can never be had.
 var errSchemaUnavailable = errors.New("schema unavailable")
 
-// decode decodes msg's data by the pipeline's format: the value model of
-// value.go. Its error is a *BadInput, or transient (a topic schema not
+// decode decodes msg's data by the pipeline's format into the value model
+// (package value). Its error is a *BadInput, or transient (a topic schema not
 // fetched yet, ctx's error).
 func (m *Mapper) decode(ctx context.Context, msg *source.Message) (any, error) {
 	switch m.format {

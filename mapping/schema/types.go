@@ -22,7 +22,7 @@ import (
 // check changes what is refused, never how a message is evaluated, and one
 // program serves every revision of a topic schema.
 //
-// The types follow the value model (value.go), not the formats' own CEL
+// The types follow the value model (package value), not the formats' own CEL
 // conventions: an Avro or proto enum is a string (its symbol), an Avro
 // date, time or decimal a string, a timestamp a timestamp, a proto uint64 a
 // uint, a wrapper its value, Struct a map, Value and Any dyn. A record or
