@@ -2,10 +2,9 @@ package jsontree
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/pubsink/pubsink/internal/jsontext"
 	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
@@ -33,18 +32,17 @@ type member struct {
 	val any
 }
 
-// decoder decodes one payload.
+// decoder decodes one payload; jsontext scans its tokens.
 type decoder struct {
-	data  []byte
-	text  string // data as a string, once a string was met
-	pos   int
+	jsontext.Scanner
+	text  string // Data as a string, once a string was met
 	depth int
 
 	members []member // of the objects being read, innermost last
 	elems   []any    // of the arrays being read, innermost last
 
-	// why is what failed, at byte pos ("" and depth > value.MaxDepth: too deep).
-	why string
+	// problem is what failed, at Pos.
+	problem jsontext.Problem
 }
 
 // Decode decodes the JSON text data into the value model (see the
@@ -53,13 +51,10 @@ type decoder struct {
 // offset, and never quote it.
 func Decode(data []byte) (any, error) {
 	d := decoders.Get().(*decoder)
-	d.data = data
+	d.Data = data
 	v, ok := d.value()
-	if ok {
-		d.skipSpace()
-		if d.pos < len(d.data) {
-			ok = d.fail("data after the value")
-		}
+	if ok && !d.AtEnd() {
+		ok = d.fail(jsontext.Trailing)
 	}
 	var err error
 	if !ok {
@@ -95,52 +90,65 @@ func (d *decoder) release() {
 //
 //go:noinline
 func (d *decoder) err() error {
-	if d.depth > value.MaxDepth {
-		return fmt.Errorf("%w (at byte %d)", value.ErrTooDeep, d.pos)
-	}
-	return fmt.Errorf("%w: not JSON: %s at byte %d", template.ErrInvalidPayload, d.why, d.pos)
-}
-
-// fail records why the decoding fails at d.pos, and returns false.
-func (d *decoder) fail(why string) bool {
-	d.why = why
-	return false
-}
-
-// failAt fails at the end of the data, or at an unexpected byte.
-//
-//go:noinline
-func (d *decoder) failAt(expected string) bool {
-	if d.pos >= len(d.data) {
-		return d.fail("unexpected end of data: " + expected + " expected")
-	}
-	return d.fail("unexpected byte: " + expected + " expected")
-}
-
-func (d *decoder) skipSpace() {
-	for d.pos < len(d.data) {
-		switch d.data[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
+	var why string
+	switch d.problem {
+	case jsontext.TooDeep:
+		return fmt.Errorf("%w (at byte %d)", value.ErrTooDeep, d.Pos)
+	case jsontext.Trailing:
+		why = "data after the value"
+	case jsontext.OutOfRange:
+		why = "a number out of the range of a double"
+	case jsontext.InvalidEscape:
+		why = "invalid escape"
+	case jsontext.InvalidHexEscape:
+		why = "invalid \\u escape"
+	case jsontext.ControlChar:
+		why = "a control character in a string"
+	default:
+		if d.problem == jsontext.ExpectedEscape {
+			d.Pos = len(d.Data) // the scanner's Pos is at the backslash
+		}
+		why = "unexpected byte: " + expected[d.problem] + " expected"
+		if d.Pos >= len(d.Data) {
+			why = "unexpected end of data: " + expected[d.problem] + " expected"
 		}
 	}
+	return fmt.Errorf("%w: not JSON: %s at byte %d", template.ErrInvalidPayload, why, d.Pos)
+}
+
+// expected is what the scanner's Problem of a missing token expected, as
+// the errors word it.
+var expected = [...]string{
+	jsontext.ExpectedValue:          "a value",
+	jsontext.ExpectedDigit:          "a digit",
+	jsontext.ExpectedStringEnd:      "the end of a string",
+	jsontext.ExpectedEscape:         "an escape",
+	jsontext.ExpectedName:           "a string (a member's name)",
+	jsontext.ExpectedColon:          "a colon",
+	jsontext.ExpectedCommaOrBrace:   "a comma or }",
+	jsontext.ExpectedCommaOrBracket: "a comma or ]",
+}
+
+// fail records why the decoding fails at Pos, and returns false.
+func (d *decoder) fail(problem jsontext.Problem) bool {
+	d.problem = problem
+	return false
 }
 
 // value decodes one value, after white space.
 func (d *decoder) value() (any, bool) {
-	d.skipSpace()
-	if d.pos >= len(d.data) {
-		return nil, d.failAt("a value")
-	}
-	switch c := d.data[d.pos]; c {
+	switch c := d.Next(); c {
 	case '{':
 		return d.object()
 	case '[':
 		return d.array()
 	case '"':
-		s, ok := d.str()
+		// str's fast path, inlined: most values are plain strings.
+		start := d.Pos + 1
+		if d.PlainString() {
+			return d.slice(start, d.Pos-1), true
+		}
+		s, ok := d.escapedStr(start)
 		if !ok {
 			return nil, false
 		}
@@ -153,66 +161,62 @@ func (d *decoder) value() (any, bool) {
 		return nil, d.literal("null")
 	default:
 		if c == '-' || c >= '0' && c <= '9' {
-			f, ok := d.number()
+			start := d.Pos
+			if problem := d.Number(); problem != jsontext.OK {
+				return nil, d.fail(problem)
+			}
+			f, ok := jsontext.Float64(d.Data[start:d.Pos])
 			if !ok {
-				return nil, false
+				d.Pos = start
+				return nil, d.fail(jsontext.OutOfRange)
 			}
 			return f, true
 		}
 	}
-	return nil, d.failAt("a value")
+	return nil, d.fail(jsontext.ExpectedValue)
 }
 
 // enter counts one more level of nesting, and fails past value.MaxDepth (with
-// d.pos at the { or [ too many).
+// Pos at the { or [ too many).
 func (d *decoder) enter() bool {
-	d.depth++
-	return d.depth <= value.MaxDepth
+	if d.depth++; d.depth > value.MaxDepth {
+		return d.fail(jsontext.TooDeep)
+	}
+	return true
 }
 
 func (d *decoder) object() (any, bool) {
 	if !d.enter() {
 		return nil, false
 	}
-	d.pos++ // {
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
+	d.Pos++ // {
+	if d.Next() == '}' {
+		d.Pos++
 		d.depth--
 		return map[string]any{}, true
 	}
 	base := len(d.members)
-	for {
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return nil, d.failAt("a string (a member's name)")
+	for more := true; more; {
+		if d.Next() != '"' {
+			return nil, d.fail(jsontext.ExpectedName)
 		}
 		k, ok := d.str()
 		if !ok {
 			return nil, false
 		}
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return nil, d.failAt("a colon")
+		if d.Next() != ':' {
+			return nil, d.fail(jsontext.ExpectedColon)
 		}
-		d.pos++
+		d.Pos++
 		v, ok := d.value()
 		if !ok {
 			return nil, false
 		}
 		d.members = append(d.members, member{k, v})
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, d.failAt("a comma or }")
+		var problem jsontext.Problem
+		if more, problem = d.More('}'); problem != jsontext.OK {
+			return nil, d.fail(problem)
 		}
-		if c := d.data[d.pos]; c == ',' {
-			d.pos++
-			continue
-		} else if c != '}' {
-			return nil, d.failAt("a comma or }")
-		}
-		d.pos++
-		break
 	}
 	d.depth--
 	return d.makeObject(base), true
@@ -237,32 +241,23 @@ func (d *decoder) array() (any, bool) {
 	if !d.enter() {
 		return nil, false
 	}
-	d.pos++ // [
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
+	d.Pos++ // [
+	if d.Next() == ']' {
+		d.Pos++
 		d.depth--
 		return []any{}, true
 	}
 	base := len(d.elems)
-	for {
+	for more := true; more; {
 		v, ok := d.value()
 		if !ok {
 			return nil, false
 		}
 		d.elems = append(d.elems, v)
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, d.failAt("a comma or ]")
+		var problem jsontext.Problem
+		if more, problem = d.More(']'); problem != jsontext.OK {
+			return nil, d.fail(problem)
 		}
-		if c := d.data[d.pos]; c == ',' {
-			d.pos++
-			continue
-		} else if c != ']' {
-			return nil, d.failAt("a comma or ]")
-		}
-		d.pos++
-		break
 	}
 	d.depth--
 	return d.makeArray(base), true
@@ -281,232 +276,42 @@ func (d *decoder) makeArray(base int) []any {
 }
 
 func (d *decoder) literal(word string) bool {
-	if len(d.data)-d.pos < len(word) || string(d.data[d.pos:d.pos+len(word)]) != word {
-		return d.fail("unexpected byte: a value expected")
+	if problem := d.Literal(word); problem != jsontext.OK {
+		return d.fail(problem)
 	}
-	d.pos += len(word)
 	return true
 }
 
-// number decodes -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? as
-// strconv.ParseFloat reads it.
-func (d *decoder) number() (float64, bool) {
-	data, start := d.data, d.pos
-	i := start
-	if data[i] == '-' {
-		i++
-	}
-	digits := i
-	switch {
-	case i >= len(data):
-		d.pos = i
-		return 0, d.failAt("a digit")
-	case data[i] == '0':
-		i++
-	case data[i] >= '1' && data[i] <= '9':
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-	default:
-		d.pos = i
-		return 0, d.failAt("a digit")
-	}
-	if i < len(data) && data[i] == '.' {
-		i++
-		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			d.pos = i
-			return 0, d.failAt("a digit")
-		}
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		i++
-		if i < len(data) && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			d.pos = i
-			return 0, d.failAt("a digit")
-		}
-		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-			i++
-		}
-	}
-	d.pos = i
-	if f, ok := exactDecimal(data[digits:i]); ok {
-		if digits > start {
-			f = -f // -0 too
-		}
-		return f, true
-	}
-	f, err := strconv.ParseFloat(string(data[start:i]), 64)
-	if err != nil { // only ErrRange: the syntax is a subset of ParseFloat's
-		d.pos = start
-		return 0, d.fail("a number out of the range of a double")
-	}
-	return f, true
-}
-
-// exactDecimal is the value of a number that number validated, without
-// its sign, when it is quick to get exactly: at most 15 significant
-// digits, times a power of ten of at most 22. The digits and the power are
-// then exact doubles, and one multiplication or division rounds the
-// result correctly, as strconv.ParseFloat does (Clinger's fast path).
-func exactDecimal(b []byte) (float64, bool) {
-	var (
-		m          uint64
-		nd, frac   int // significant digits, digits after the point
-		afterPoint bool
-		i          int
-	)
-	for ; i < len(b) && b[i] != 'e' && b[i] != 'E'; i++ {
-		c := b[i]
-		if c == '.' {
-			afterPoint = true
-			continue
-		}
-		if afterPoint {
-			frac++
-		}
-		if m == 0 && c == '0' {
-			continue // a leading zero
-		}
-		if nd++; nd > 15 {
-			return 0, false
-		}
-		m = m*10 + uint64(c-'0')
-	}
-	exp := 0
-	if i < len(b) {
-		i++ // e
-		neg := b[i] == '-'
-		if b[i] == '-' || b[i] == '+' {
-			i++
-		}
-		for ; i < len(b); i++ {
-			if exp = exp*10 + int(b[i]-'0'); exp > 1000 {
-				return 0, false
-			}
-		}
-		if neg {
-			exp = -exp
-		}
-	}
-	exp -= frac
-	switch {
-	case m == 0:
-		return 0, true
-	case exp == 0:
-		return float64(m), true
-	case exp > 0 && exp <= 22:
-		return float64(m) * exactPow10[exp], true
-	case exp < 0 && exp >= -22:
-		return float64(m) / exactPow10[-exp], true
-	}
-	return 0, false
-}
-
-// exactPow10 are the powers of ten that are exact doubles.
-var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
-
-// str decodes a string starting at its opening quote, and leaves d.pos
-// after the closing one.
+// str decodes a string starting at its opening quote, and leaves Pos
+// after the closing one: a slice of the payload's one copy when the text
+// is its own value.
 func (d *decoder) str() (string, bool) {
-	data := d.data
-	start := d.pos + 1
-	i := start
-	for i < len(data) && jsonPlain[data[i]] {
-		i++
+	start := d.Pos + 1
+	if d.PlainString() {
+		return d.slice(start, d.Pos-1), true
 	}
-	if i < len(data) && data[i] == '"' {
-		d.pos = i + 1
-		return d.slice(start, i), true
-	}
-	// Escapes, non-ASCII text, or an error: validate, and see whether the
-	// text is its own value.
-	decode := false
-	for i < len(data) {
-		c := data[i]
-		switch {
-		case jsonPlain[c]:
-			i++
-		case c == '"':
-			d.pos = i + 1
-			if !decode {
-				return d.slice(start, i), true
-			}
-			return unquoteJSON(data[start:i]), true
-		case c == '\\':
-			decode = true
-			if i+1 >= len(data) {
-				d.pos = len(data)
-				return "", d.failAt("an escape")
-			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if !isHex4(data[i+2:]) {
-					d.pos = i
-					return "", d.fail("invalid \\u escape")
-				}
-				i += 6
-			default:
-				d.pos = i
-				return "", d.fail("invalid escape")
-			}
-		case c < 0x20:
-			d.pos = i
-			return "", d.fail("a control character in a string")
-		default: // non-ASCII
-			r, n := utf8.DecodeRune(data[i:])
-			if r == utf8.RuneError && n == 1 {
-				decode = true // U+FFFD for the byte
-			}
-			i += n
-		}
-	}
-	d.pos = len(data)
-	return "", d.failAt("the end of a string")
+	return d.escapedStr(start)
 }
 
-// slice is the text of data[start:end], a slice of one copy of the
+// escapedStr is str for a string that is not plain ASCII without escapes
+// (its inside starts at start).
+func (d *decoder) escapedStr(start int) (string, bool) {
+	flags, problem := d.String()
+	if problem != jsontext.OK {
+		return "", d.fail(problem)
+	}
+	end := d.Pos - 1
+	if jsontext.Verbatim(d.Data[start:end], flags) {
+		return d.slice(start, end), true
+	}
+	return jsontext.Unquote(d.Data[start:end]), true
+}
+
+// slice is the text of Data[start:end], a slice of one copy of the
 // payload.
 func (d *decoder) slice(start, end int) string {
 	if d.text == "" {
-		d.text = string(d.data)
+		d.text = string(d.Data)
 	}
 	return d.text[start:end]
 }
-
-// unquoteJSON decodes the inside of a string that str validated, as
-// encoding/json does (template's decoding, which FuzzRender holds to
-// encoding/json's).
-func unquoteJSON(s []byte) string {
-	return string(template.AppendJSONUnquoted(make([]byte, 0, len(s)), s))
-}
-
-// isHex4 reports whether b starts with four hex digits.
-func isHex4(b []byte) bool {
-	if len(b) < 4 {
-		return false
-	}
-	for _, c := range b[:4] {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-// jsonPlain marks the bytes a string holds as themselves: printable ASCII
-// other than the quote and the backslash.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
