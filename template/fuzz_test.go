@@ -19,6 +19,7 @@ import (
 func FuzzRender(f *testing.F) {
 	f.Add("{attributes.customer_id}#{event_time:reverse}", "amount", []byte(`{"amount": 12.5}`))
 	f.Add("{data.a.0.b}", "a.1", []byte(`{"a": [{"b": "x\u00e9"}, [1, 2]]}`))
+	f.Add("{=0}", "a", []byte(`{}`)) // an expression compiled without Options.Expr: ErrExpression
 	f.Fuzz(func(t *testing.T, src, path string, data []byte) {
 		in := &Input{
 			MessageID:   "m-1",
@@ -68,7 +69,7 @@ func checkRender(t *testing.T, tmpl *Template, in *Input) {
 		if len(out) != len(dst) || cap(out) != cap(dst) || string(out) != "keep" {
 			t.Fatalf("%q: AppendTo failed but returned %q (len %d cap %d), want dst unchanged", tmpl.src, out, len(out), cap(out))
 		}
-		if !errors.Is(err, ErrMissingField) && !errors.Is(err, ErrInvalidPayload) && !errors.Is(err, ErrBadTime) {
+		if !errors.Is(err, ErrMissingField) && !errors.Is(err, ErrInvalidPayload) && !errors.Is(err, ErrBadTime) && !errors.Is(err, ErrExpression) {
 			t.Fatalf("%q: AppendTo error %v wraps no sentinel", tmpl.src, err)
 		}
 		return
