@@ -142,8 +142,10 @@
 // at_least_once_protobuf_each10), and implies -fields for it alone. So formats and row counts are compared in the same
 // rounds; each run publishes its own backlog anyway. The naive connector
 // publishes the same messages but always writes one row of the raw payload;
-// exactly_once_baseline (an earlier binary) takes JSON only, one row per
-// message (exactly_once_baseline_json: with the four fields).
+// exactly_once_baseline (an earlier binary) takes one row per message, in
+// any format the binary has (exactly_once_baseline_json: with the four
+// fields; exactly_once_baseline_avro, _protobuf: the same record in that
+// format), so that formats compare with an earlier commit in one run.
 //
 // With more than one row per message the tables add rows/s and CPU s/M
 // rows (CPU per million rows written); for a one-row connector they equal

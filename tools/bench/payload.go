@@ -162,10 +162,12 @@ func parseConnector(name string, o options) (kind, shape, error) {
 	}
 	sh.each = sh.elements > 0 && base != naive
 	switch {
-	case base == exactlyOnceBaseline && (sh.format != formatJSON || sh.each || sh.orderingKeys > 0):
-		// The baseline is an earlier binary: it knows only JSON, one row
-		// per message, and no source.ordering.
-		return "", sh, fmt.Errorf("-connectors: %q: the baseline binary runs only JSON payloads, one row per message, unordered", name)
+	case base == exactlyOnceBaseline && (sh.each || sh.orderingKeys > 0):
+		// The baseline is an earlier binary: one row per message, and no
+		// source.ordering. A format other than JSON needs a binary that
+		// has it (payload.format: any commit since Avro and Protocol
+		// Buffers came): an older one refuses its configuration.
+		return "", sh, fmt.Errorf("-connectors: %q: the baseline binary runs one row per message, unordered", name)
 	case sh.shuffled && sh.change == "":
 		return "", sh, fmt.Errorf("-connectors: %q: _shuffled is for the changes_* connectors (a plain mapping would write versions)", name)
 	case sh.orderingKeys > 0 && (base == reprocessRun || base == besideReprocess):
