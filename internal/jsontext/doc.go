@@ -29,8 +29,8 @@
 // with Pos at the byte that is wrong (see each Problem for where); each
 // reader words its own errors from it.
 // Functions decode what the scanner accepted: a string token's inside
-// (AppendUnquoted, Unquote, Equal, Verbatim), a number token (Float64), a
-// whole object or array (AppendCompact).
+// (AppendUnquoted, Unquote, Equal, Verbatim, AppendUnescaped), a number
+// token (Float64), a whole object or array (AppendCompact).
 //
 // # Guarantees
 //
@@ -40,7 +40,8 @@
 //     accepts it.
 //   - A string's inside decodes as json.Unmarshal decodes it: escapes
 //     resolved, a surrogate pair joined, a lone surrogate and each invalid
-//     UTF-8 byte U+FFFD. A number's value is strconv.ParseFloat's.
+//     UTF-8 byte U+FFFD (AppendUnescaped keeps such a byte as it is). A
+//     number's value is strconv.ParseFloat's.
 //   - Scanning allocates nothing; only Unquote and the Append functions'
 //     growth of dst do. A Scanner is not safe for concurrent use; the
 //     functions are.

@@ -18,7 +18,8 @@ import (
 // json.Unmarshal into a string: the token is accepted whole exactly when
 // encoding/json accepts it, its flags say what it holds, PlainString
 // takes exactly the tokens without flags, and Unquote,
-// AppendUnquoted, Equal and Verbatim read the text encoding/json reads.
+// AppendUnquoted, Equal and Verbatim read the text encoding/json reads
+// (AppendUnescaped too, but for invalid UTF-8, which it keeps).
 func FuzzString(f *testing.F) {
 	for _, s := range []string{``, `abc`, `a\"b`, `\u00e9`, `\ud83d\ude00`, `\ud800x`, `\udc00\ud800`, "é\xff", `\x`, `\u12`, "\t", `a"b`, `\`} {
 		f.Add([]byte(s))
@@ -54,6 +55,11 @@ func FuzzString(f *testing.F) {
 		}
 		if got := AppendUnquoted([]byte("x"), raw); string(got) != "x"+want {
 			t.Fatalf("%q: AppendUnquoted %q, encoding/json %q", data, got, want)
+		}
+		// AppendUnescaped keeps each invalid byte, which AppendUnquoted
+		// (and []rune of a string) makes U+FFFD.
+		if got := AppendUnescaped([]byte("x"), raw); string([]rune(string(got))) != "x"+want || flags&Escaped == 0 && string(got) != "x"+string(raw) {
+			t.Fatalf("%q: AppendUnescaped %q, encoding/json %q", data, got, want)
 		}
 		if !Equal(raw, flags, want) || Equal(raw, flags, want+"x") {
 			t.Fatalf("%q: Equal disagrees with %q", data, want)

@@ -55,6 +55,23 @@ func TestString(t *testing.T) {
 	}
 }
 
+// TestAppendUnescaped: escapes resolved as AppendUnquoted resolves them,
+// every other byte as it is, invalid UTF-8 too.
+func TestAppendUnescaped(t *testing.T) {
+	for raw, want := range map[string]string{
+		``:                    ``,
+		`abc`:                 `abc`,
+		"\\u00e9\xff\\n\xc3":  "é\xff\n\xc3",
+		`\ud800\u0041`:        "\uFFFDA",
+		`\uD83D\uDE00\"\\\/x`: "😀\"\\/x",
+		"\xed\xa0\x80\\t":     "\xed\xa0\x80\t",
+	} {
+		if got := AppendUnescaped([]byte("x"), []byte(raw)); string(got) != "x"+want {
+			t.Errorf("%q: AppendUnescaped %q, want %q", raw, got, want)
+		}
+	}
+}
+
 // TestProblems holds each Problem to where it leaves Pos.
 func TestProblems(t *testing.T) {
 	for _, c := range []struct {

@@ -1,10 +1,14 @@
 package jsontext
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // This file decodes the inside of a string token that String accepted, as
 // json.Unmarshal decodes it: escapes resolved, a surrogate pair joined, a
-// lone surrogate and an invalid UTF-8 byte U+FFFD.
+// lone surrogate and an invalid UTF-8 byte U+FFFD (or, for AppendUnescaped,
+// the invalid byte as it is).
 
 // Verbatim reports whether raw, the inside of a string token String
 // accepted with flags, is its own text: no escapes and valid UTF-8, so
@@ -61,6 +65,23 @@ func AppendUnquoted(dst []byte, raw []byte) []byte {
 		raw = raw[n:]
 	}
 	return dst
+}
+
+// AppendUnescaped appends raw, the inside of a string token that String
+// accepted, with its escapes resolved as AppendUnquoted resolves them (a
+// lone surrogate U+FFFD), but its other bytes as they are: invalid UTF-8
+// stays invalid. The Avro-JSON decoder reads strings so.
+func AppendUnescaped(dst []byte, raw []byte) []byte {
+	for {
+		i := bytes.IndexByte(raw, '\\')
+		if i < 0 {
+			return append(dst, raw...)
+		}
+		dst = append(dst, raw[:i]...)
+		r, n := nextRune(raw[i:])
+		dst = utf8.AppendRune(dst, r)
+		raw = raw[i+n:]
+	}
 }
 
 // nextRune decodes the character at the start of s, the inside of a string

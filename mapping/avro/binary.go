@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pubsink/pubsink/internal/jsontext"
 	"github.com/pubsink/pubsink/mapping/value"
 )
 
@@ -71,13 +72,10 @@ func (c *Codec) Decode(data []byte, isJSON bool) (any, error) {
 		err error
 	)
 	if isJSON {
-		d := jsonDecoder{s: data}
+		d := jsonDecoder{Scanner: jsontext.Scanner{Data: data}}
 		v, err = d.value(c.root, 0)
-		if err == nil {
-			d.ws()
-			if d.pos < len(d.s) {
-				err = fmt.Errorf("data after the JSON value (at byte %d)", d.pos)
-			}
+		if err == nil && !d.AtEnd() {
+			err = fmt.Errorf("data after the JSON value (at byte %d)", d.Pos)
 		}
 	} else {
 		// Bytes after the datum are ignored, as Pub/Sub ignores them when

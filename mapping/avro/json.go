@@ -2,7 +2,8 @@ package avro
 
 // The Avro-JSON decoder: jsonDecoder reads a datum in Avro's JSON
 // encoding into the value model, directed by the compiled schema
-// (compile.go); Decode (binary.go) calls it for Decode(data, true).
+// (compile.go), on internal/jsontext's tokenizer, with its own errors;
+// Decode (binary.go) calls it for Decode(data, true).
 //
 // JSON encoding. Decode(data, true) reads Avro's JSON encoding, as the
 // specification defines it:
@@ -44,160 +45,102 @@ package avro
 // them only inside the wrapper, or outside a union.
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/pubsink/pubsink/internal/jsontext"
 	"github.com/pubsink/pubsink/mapping/value"
 )
 
 // jsonDecoder reads Avro's JSON encoding, directed by the schema: every
 // value it makes consumes input bytes, and it nests no deeper than the
-// decoded tree (value.MaxDepth).
+// decoded tree (value.MaxDepth). Its tokens are internal/jsontext's, and so
+// exactly as strict as encoding/json's; it words its own errors.
 type jsonDecoder struct {
-	s   []byte
-	pos int
-	str string // s as a string, made at the first string without escapes
-}
-
-func (d *jsonDecoder) ws() {
-	for d.pos < len(d.s) {
-		switch d.s[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
-		}
-	}
-}
-
-// next skips white space and returns the next byte, 0 at the end.
-func (d *jsonDecoder) next() byte {
-	d.ws()
-	if d.pos < len(d.s) {
-		return d.s[d.pos]
-	}
-	return 0
+	jsontext.Scanner
+	str string // Data as a string, made at the first string without escapes
 }
 
 func (d *jsonDecoder) errAt(format string, args ...any) error {
-	return fmt.Errorf(format+" (at byte %d)", append(args, d.pos)...)
+	return fmt.Errorf(format+" (at byte %d)", append(args, d.Pos)...)
 }
 
 // unexpected is the error of a token that is not what the syntax needs.
 func (d *jsonDecoder) unexpected(what string) error {
-	if d.pos >= len(d.s) {
+	if d.Pos >= len(d.Data) {
 		return errEOF
 	}
 	return d.errAt("%s", what)
 }
 
 func (d *jsonDecoder) expect(c byte) error {
-	if d.next() != c {
+	if d.Next() != c {
 		return d.unexpected(fmt.Sprintf("expected %q", c))
 	}
-	d.pos++
+	d.Pos++
 	return nil
 }
 
 func (d *jsonDecoder) literal(word string) error {
-	if !bytes.HasPrefix(d.s[d.pos:], []byte(word)) {
+	if d.Literal(word) != jsontext.OK {
 		return d.unexpected("invalid JSON literal")
 	}
-	d.pos += len(word)
 	return nil
 }
 
-// stringToken reads a JSON string. Without escapes its text is s[a:b] and
-// unesc is nil; otherwise unesc holds it.
+// stringToken reads a JSON string. Without escapes its text is Data[a:b]
+// and unesc is nil; otherwise unesc holds it, its escapes resolved and its
+// other bytes as they are (invalid UTF-8 too).
 func (d *jsonDecoder) stringToken() (a, b int, unesc []byte, err error) {
-	if d.next() != '"' {
+	if d.Next() != '"' {
 		return 0, 0, nil, d.unexpected("expected a string")
 	}
-	d.pos++
-	a = d.pos
-	for d.pos < len(d.s) {
-		c := d.s[d.pos]
-		switch {
-		case c == '"':
-			d.pos++
-			return a, d.pos - 1, unesc, nil
-		case c < 0x20:
-			return 0, 0, nil, d.errAt("control character in a string")
-		case c == '\\':
-			if unesc == nil {
-				unesc = append(make([]byte, 0, d.pos-a+16), d.s[a:d.pos]...)
-			}
-			if d.pos+1 >= len(d.s) {
-				return 0, 0, nil, errEOF
-			}
-			d.pos += 2
-			switch e := d.s[d.pos-1]; e {
-			case '"', '\\', '/':
-				unesc = append(unesc, e)
-			case 'b':
-				unesc = append(unesc, '\b')
-			case 'f':
-				unesc = append(unesc, '\f')
-			case 'n':
-				unesc = append(unesc, '\n')
-			case 'r':
-				unesc = append(unesc, '\r')
-			case 't':
-				unesc = append(unesc, '\t')
-			case 'u':
-				r, ok := d.hex4()
-				if !ok {
-					return 0, 0, nil, d.errAt("invalid \\u escape")
-				}
-				if 0xd800 <= r && r < 0xe000 { // a surrogate: a pair makes one rune, a lone one U+FFFD
-					save := d.pos
-					if r < 0xdc00 && d.pos+1 < len(d.s) && d.s[d.pos] == '\\' && d.s[d.pos+1] == 'u' {
-						d.pos += 2
-						if r2, ok := d.hex4(); ok && 0xdc00 <= r2 && r2 < 0xe000 {
-							r = 0x10000 + (r-0xd800)<<10 + (r2 - 0xdc00)
-						}
-					}
-					if r < 0x10000 {
-						d.pos, r = save, utf8.RuneError
-					}
-				}
-				unesc = utf8.AppendRune(unesc, r)
-			default:
-				return 0, 0, nil, d.errAt("invalid escape")
-			}
-		default:
-			if unesc != nil {
-				unesc = append(unesc, c)
-			}
-			d.pos++
-		}
+	a = d.Pos + 1
+	if d.PlainString() {
+		return a, d.Pos - 1, nil, nil
 	}
-	return 0, 0, nil, errEOF
+	flags, err := d.scanString()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	b = d.Pos - 1
+	if flags&jsontext.Escaped != 0 {
+		unesc = jsontext.AppendUnescaped(make([]byte, 0, b-a), d.Data[a:b])
+	}
+	return a, b, unesc, nil
 }
 
-func (d *jsonDecoder) hex4() (rune, bool) {
-	if len(d.s)-d.pos < 4 {
-		return 0, false
+// scanString scans the string token at Pos that PlainString did not, with
+// the decoder's errors: an invalid escape is reported after its \x or \u.
+func (d *jsonDecoder) scanString() (jsontext.Flags, error) {
+	flags, p := d.String()
+	switch p {
+	case jsontext.OK:
+		return flags, nil
+	case jsontext.ControlChar:
+		return 0, d.errAt("control character in a string")
+	case jsontext.InvalidEscape:
+		d.Pos += 2
+		return 0, d.errAt("invalid escape")
+	case jsontext.InvalidHexEscape:
+		d.Pos += 2
+		return 0, d.errAt("invalid \\u escape")
 	}
-	var r rune
-	for _, c := range d.s[d.pos : d.pos+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
+	return 0, errEOF // the data ends inside the string
+}
+
+// skipString reads a string token and drops it.
+func (d *jsonDecoder) skipString() error {
+	if d.Next() != '"' {
+		return d.unexpected("expected a string")
 	}
-	d.pos += 4
-	return r, true
+	if d.PlainString() {
+		return nil
+	}
+	_, err := d.scanString()
+	return err
 }
 
 // text is a string token as a Go string: a substring of the input's one
@@ -207,52 +150,31 @@ func (d *jsonDecoder) text(a, b int, unesc []byte) string {
 		return string(unesc)
 	}
 	if d.str == "" {
-		d.str = string(d.s)
+		d.str = string(d.Data)
 	}
 	return d.str[a:b]
 }
 
 // number reads a JSON number and returns its text, and whether it is an
-// integer (no fraction, no exponent).
+// integer (no fraction, no exponent). Its errors are at the number's start.
 func (d *jsonDecoder) number() ([]byte, bool, error) {
-	d.ws()
-	a, i, s := d.pos, d.pos, d.s
-	digits := func() int {
-		n := 0
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-			n++
+	d.SkipSpace()
+	a := d.Pos
+	if d.Number() != jsontext.OK {
+		at := d.Pos
+		d.Pos = a
+		if at == a || at == a+1 && d.Data[a] == '-' { // no digit at all
+			return nil, false, d.unexpected("expected a number")
 		}
-		return n
+		return nil, false, d.errAt("invalid number")
 	}
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	if i < len(s) && s[i] == '0' {
-		i++
-	} else if digits() == 0 {
-		return nil, false, d.unexpected("expected a number")
-	}
-	integer := true
-	if i < len(s) && s[i] == '.' {
-		i++
-		integer = false
-		if digits() == 0 {
-			return nil, false, d.errAt("invalid number")
+	lit := d.Data[a:d.Pos]
+	for _, c := range lit {
+		if c == '.' || c == 'e' || c == 'E' {
+			return lit, false, nil
 		}
 	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		integer = false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if digits() == 0 {
-			return nil, false, d.errAt("invalid number")
-		}
-	}
-	d.pos = i
-	return s[a:i], integer, nil
+	return lit, true, nil
 }
 
 // integer reads a JSON number of integral value within [lo, hi]. Errors do
@@ -298,7 +220,7 @@ func (d *jsonDecoder) codePoints() ([]byte, error) {
 	}
 	s := unesc
 	if s == nil {
-		s = d.s[a:b]
+		s = d.Data[a:b]
 	}
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
@@ -321,7 +243,7 @@ func (d *jsonDecoder) value(n *node, depth int) (any, error) {
 	if depth > value.MaxDepth {
 		return nil, errDeep
 	}
-	c := d.next()
+	c := d.Next()
 	if c == 0 {
 		return nil, errEOF
 	}
@@ -374,15 +296,15 @@ func (d *jsonDecoder) value(n *node, depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		bits := 64
 		if n.kind == avroFloat {
-			bits = 32
-		}
-		if f, err = strconv.ParseFloat(string(lit), bits); err != nil {
-			return nil, d.errAt("number out of range for type %s", n.describe())
-		}
-		if n.kind == avroFloat {
+			if f, err = strconv.ParseFloat(string(lit), 32); err != nil {
+				return nil, d.errAt("number out of range for type %s", n.describe())
+			}
 			return widenFloat32(float32(f)), nil
+		}
+		f, ok := jsontext.Float64(lit) // strconv.ParseFloat's value, mostly without its cost
+		if !ok {
+			return nil, d.errAt("number out of range for type %s", n.describe())
 		}
 		return f, nil
 	case avroString:
@@ -407,7 +329,7 @@ func (d *jsonDecoder) value(n *node, depth int) (any, error) {
 		}
 		sym := unesc
 		if sym == nil {
-			sym = d.s[a:b]
+			sym = d.Data[a:b]
 		}
 		i, ok := n.index[string(sym)]
 		if !ok {
@@ -419,8 +341,8 @@ func (d *jsonDecoder) value(n *node, depth int) (any, error) {
 			return nil, err
 		}
 		l := []any{}
-		if d.next() == ']' {
-			d.pos++
+		if d.Next() == ']' {
+			d.Pos++
 			return l, nil
 		}
 		for {
@@ -429,15 +351,13 @@ func (d *jsonDecoder) value(n *node, depth int) (any, error) {
 				return nil, at(err, strconv.Itoa(len(l)))
 			}
 			l = append(l, v)
-			switch d.next() {
-			case ',':
-				d.pos++
-				continue
-			case ']':
-				d.pos++
+			more, p := d.More(']')
+			if p != jsontext.OK {
+				return nil, d.unexpected("expected , or ] in an array")
+			}
+			if !more {
 				return l, nil
 			}
-			return nil, d.unexpected("expected , or ] in an array")
 		}
 	case avroMap, avroRecord:
 		return d.object(n, depth)
@@ -465,8 +385,8 @@ func (d *jsonDecoder) object(n *node, depth int) (any, error) {
 	if size > 64 {
 		seenMore = make([]bool, size)
 	}
-	if d.next() == '}' {
-		d.pos++
+	if d.Next() == '}' {
+		d.Pos++
 	} else {
 		for {
 			a, b, unesc, err := d.stringToken()
@@ -480,7 +400,7 @@ func (d *jsonDecoder) object(n *node, depth int) (any, error) {
 			if n.kind == avroRecord {
 				name := unesc
 				if name == nil {
-					name = d.s[a:b]
+					name = d.Data[a:b]
 				}
 				i, ok := n.index[string(name)]
 				if !ok {
@@ -493,14 +413,14 @@ func (d *jsonDecoder) object(n *node, depth int) (any, error) {
 					if err := d.skipValue(depth + 1); err != nil {
 						return nil, err
 					}
-					if c := d.next(); c == ',' {
-						d.pos++
-						continue
-					} else if c == '}' {
-						d.pos++
-						break
+					more, p := d.More('}')
+					if p != jsontext.OK {
+						return nil, d.unexpected("expected , or } in an object")
 					}
-					return nil, d.unexpected("expected , or } in an object")
+					if more {
+						continue
+					}
+					break
 				}
 				key, elem = n.fields[i].name, n.fields[i].node
 				switch {
@@ -531,14 +451,13 @@ func (d *jsonDecoder) object(n *node, depth int) (any, error) {
 			} else {
 				delete(m, key) // a field given twice
 			}
-			if c := d.next(); c == ',' {
-				d.pos++
-				continue
-			} else if c == '}' {
-				d.pos++
+			more, p := d.More('}')
+			if p != jsontext.OK {
+				return nil, d.unexpected("expected , or } in an object")
+			}
+			if !more {
 				break
 			}
-			return nil, d.unexpected("expected , or } in an object")
 		}
 	}
 	if n.kind == avroRecord && present < len(n.fields) {
@@ -563,23 +482,22 @@ func (d *jsonDecoder) skipValue(depth int) error {
 	if depth > value.MaxDepth {
 		return value.ErrTooDeep
 	}
-	switch c := d.next(); {
+	switch c := d.Next(); {
 	case c == '"':
-		_, _, _, err := d.stringToken()
-		return err
+		return d.skipString()
 	case c == '{' || c == '[':
-		d.pos++
+		d.Pos++
 		end := byte('}')
 		if c == '[' {
 			end = ']'
 		}
-		if d.next() == end {
-			d.pos++
+		if d.Next() == end {
+			d.Pos++
 			return nil
 		}
 		for {
 			if c == '{' {
-				if _, _, _, err := d.stringToken(); err != nil {
+				if err := d.skipString(); err != nil {
 					return err
 				}
 				if err := d.expect(':'); err != nil {
@@ -589,14 +507,12 @@ func (d *jsonDecoder) skipValue(depth int) error {
 			if err := d.skipValue(depth + 1); err != nil {
 				return err
 			}
-			switch d.next() {
-			case ',':
-				d.pos++
-			case end:
-				d.pos++
-				return nil
-			default:
+			more, p := d.More(end)
+			if p != jsontext.OK {
 				return d.unexpected("expected , or the end of a list or object")
+			}
+			if !more {
+				return nil
 			}
 		}
 	case c == 't':
@@ -652,10 +568,10 @@ func (d *jsonDecoder) plain(n *node, kind jsonKind, depth int) (any, error) {
 }
 
 func (d *jsonDecoder) unionObject(n *node, depth int) (any, error) {
-	start := d.pos
-	d.pos++ // {
-	if d.next() == '}' {
-		d.pos = start
+	start := d.Pos
+	d.Pos++ // {
+	if d.Next() == '}' {
+		d.Pos = start
 		return d.plain(n, jsonObject, depth)
 	}
 	a, b, unesc, err := d.stringToken()
@@ -664,7 +580,7 @@ func (d *jsonDecoder) unionObject(n *node, depth int) (any, error) {
 	}
 	name := unesc
 	if name == nil {
-		name = d.s[a:b]
+		name = d.Data[a:b]
 	}
 	// An object whose first member is named after a branch is the
 	// wrapper, even when a record or map branch could hold it as it is:
@@ -673,7 +589,7 @@ func (d *jsonDecoder) unionObject(n *node, depth int) (any, error) {
 	i, wrapper := n.byName[string(name)]
 	if !wrapper {
 		if n.plain[jsonObject] != -1 { // a plain object, or an ambiguous one
-			d.pos = start
+			d.Pos = start
 			return d.plain(n, jsonObject, depth)
 		}
 		return nil, d.errAt("%s has no branch %q", n.describe(), quote(name))
@@ -685,9 +601,9 @@ func (d *jsonDecoder) unionObject(n *node, depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.next() != '}' {
+	if d.Next() != '}' {
 		return nil, d.unexpected(fmt.Sprintf("a union's {\"TYPE\": value} has one member (an object whose first member is named after a branch, %q, is read as one)", quote(name)))
 	}
-	d.pos++
+	d.Pos++
 	return v, nil
 }
