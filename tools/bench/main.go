@@ -16,6 +16,8 @@ import (
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
+		case "minimal":
+			os.Exit(runMinimal(os.Args[2:]))
 		case "naive":
 			os.Exit(runNaive(os.Args[2:]))
 		case "inproc":

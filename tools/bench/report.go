@@ -118,10 +118,10 @@ func printShapes(w io.Writer, o options) {
 	if plain {
 		return
 	}
-	fmt.Fprintln(w, "payloads and rows (the naive connector writes one row of the raw payload whatever it is):")
+	fmt.Fprintln(w, "payloads and rows (the minimal and naive connectors write one row of the raw payload whatever it is):")
 	for _, k := range o.connectors {
 		sh := o.shapes[k]
-		if k.base() == naive && sh.fields {
+		if k.own() && sh.fields {
 			sh.each = false
 			fmt.Fprintf(w, "  %-28s %s record with %d items, one row of the raw payload\n", k, sh.format, sh.elements)
 			continue
