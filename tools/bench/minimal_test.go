@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The minimal connector's hand-written /metrics is read by the bench's own
@@ -88,5 +89,58 @@ func TestMinimalConnector(t *testing.T) {
 	}
 	if !minimal.own() || !kind("minimal_avro").own() || !naive.own() || atLeastOnce.own() || kind("exactly_once_baseline").own() {
 		t.Error("own: minimal and naive (any suffix), not pubsink's")
+	}
+}
+
+// When minimal ran, the ratios are to minimal first, then to naive, each
+// table titled with its baseline, with the same columns (naive's latency
+// ones too); -reference minimal or naive adds no third table; without
+// minimal, only naive's.
+func TestPrintTableMinimal(t *testing.T) {
+	run := func(k kind, round int, cpu time.Duration, rss int64, p99 time.Duration) result {
+		return result{kind: k, round: round, msgs: 20_000, rate: 1000, cpu: cpu, rss: rss, p50: 20 * time.Millisecond, p99: p99, samples: 300, rows: 20_000,
+			writes: writes{known: true, sink: 20_000, committed: 20_000}}
+	}
+	rs := []result{
+		run(minimal, 1, 2*time.Second, 40<<20, 40*time.Millisecond), run(naive, 1, 2500*time.Millisecond, 50<<20, 50*time.Millisecond), run(exactlyOnce, 1, 4*time.Second, 60<<20, 60*time.Millisecond),
+		run(minimal, 2, 2*time.Second, 40<<20, 40*time.Millisecond), run(naive, 2, 2200*time.Millisecond, 50<<20, 50*time.Millisecond), run(exactlyOnce, 2, 4*time.Second, 60<<20, 60*time.Millisecond),
+	}
+	o, err := parseOptions([]string{"-latency", "-reference", "minimal,naive,exactly_once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.connectors = []kind{minimal, naive, exactlyOnce}
+	var b strings.Builder
+	printTable(&b, o, rs)
+	out := b.String()
+	if n := strings.Count(out, "\nratios to "); n != 3 {
+		t.Errorf("%d ratio tables, want 3 (minimal, naive, exactly_once):\n%s", n, out)
+	}
+	_, toMinimal, ok := strings.Cut(out, "ratios to minimal (the honest baseline: ")
+	toMinimal, toNaive, ok2 := strings.Cut(toMinimal, "ratios to naive (the bench's naive connector: ")
+	if !ok || !ok2 {
+		t.Fatalf("no ratios to minimal, then to naive, titled with their baselines:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(toMinimal), "\n")
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[1]), " ") != "ratio CPU s/M msg sink writes/msg peak RSS MB p50 ms p99 ms" {
+		t.Fatalf("ratios to minimal:\n%s", toMinimal)
+	}
+	// naive: CPU 2.35/2 (1.1 and 1.25), RSS 1.25, p99 1.25; exactly_once: 2, 1.5, 1.5.
+	if f := strings.Fields(lines[2]); strings.Join(f, " ") != "naive / minimal 1.175 [1.100–1.250] 1.000 [1.000–1.000] 1.250 [1.250–1.250] 1.000 [1.000–1.000] 1.250 [1.250–1.250]" {
+		t.Errorf("naive / minimal: %q", lines[2])
+	}
+	if f := strings.Fields(lines[3]); strings.Join(f[:5], " ") != "exactly_once / minimal 2.000 [2.000–2.000]" {
+		t.Errorf("exactly_once / minimal: %q", lines[3])
+	}
+	if !strings.Contains(toNaive, "minimal / naive") || !strings.Contains(toNaive, "exactly_once / naive") || strings.Contains(toNaive, "/ minimal") {
+		t.Errorf("ratios to naive:\n%s", toNaive)
+	}
+
+	// Without minimal, only naive's table.
+	b.Reset()
+	o.connectors, o.references = []kind{naive, exactlyOnce}, nil
+	printTable(&b, o, rs[1:3])
+	if out := b.String(); strings.Contains(out, "ratios to minimal") || strings.Count(out, "\nratios to naive (the bench's naive connector") != 1 {
+		t.Errorf("without minimal:\n%s", out)
 	}
 }
