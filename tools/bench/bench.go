@@ -32,6 +32,12 @@ const (
 type kind string
 
 const (
+	// minimal is the honest baseline: the simplest at-least-once connector
+	// on the Google client libraries, nothing of pubsink (minimal.go).
+	minimal kind = "minimal"
+	// naive is minimal with what it keeps of pubsink to be scraped like
+	// it: the metrics registry and server, the Bigtable interceptor
+	// (naive.go).
 	naive       kind = "naive"
 	atLeastOnce kind = "at_least_once"
 	exactlyOnce kind = "exactly_once"
@@ -69,6 +75,13 @@ const (
 	changesInsert  kind = "changes_insert"  // write_mode: insert
 	changesReplace kind = "changes_replace" // write_mode: replace_if_newer
 )
+
+// own reports whether connector k is one of this binary's (minimal, naive),
+// not pubsink: it writes one row of the raw payload, whatever the payload.
+func (k kind) own() bool {
+	b := k.base()
+	return b == minimal || b == naive
+}
 
 // change reports whether connector k writes through a change mapping.
 func (k kind) change() bool {
@@ -123,7 +136,7 @@ type bench struct {
 	o       options
 	dir     string // configs and logs
 	tempDir bool   // dir is ours to remove
-	self    string // this binary, for `bench naive` and `bench inproc`
+	self    string // this binary, for `bench minimal`, `bench naive` and `bench inproc`
 	pubsink string // the pubsink binary
 
 	ps     *emulator.PubSub
@@ -243,11 +256,11 @@ func (b *bench) names(k kind, round int) names {
 	return n
 }
 
-// configYAML is the pubsink configuration of a run. For the naive
-// connector it only serves setup.
+// configYAML is the pubsink configuration of a run. For the bench's own
+// connectors (minimal, naive) it only serves setup.
 func (b *bench) configYAML(k kind, n names, httpAddr string) string {
 	mode := "exactly_once"
-	if base := k.base(); base == naive || base == atLeastOnce {
+	if k.own() || k.base() == atLeastOnce {
 		mode = "at_least_once"
 	}
 	var extra strings.Builder

@@ -18,7 +18,7 @@ func TestParseOptionsLatency(t *testing.T) {
 	if o.timeout != 2*time.Minute {
 		t.Errorf("-latency timeout %v, want 2m (not one that grows with -n)", o.timeout)
 	}
-	if got := strings.Join(kindNames(o.connectors), ","); got != "naive,at_least_once,exactly_once" {
+	if got := strings.Join(kindNames(o.connectors), ","); got != "minimal,naive,at_least_once,exactly_once" {
 		t.Errorf("-latency connectors %s, want the default ones", got)
 	}
 

@@ -29,10 +29,10 @@ func runInproc(args []string) int {
 	})
 }
 
-// subcommand runs a helper subcommand of the bench (inproc, naive): its
-// flags (define), then run with a context that SIGTERM or SIGINT ends and
-// the profile flags every subcommand takes (run starts the profiles where
-// its work begins). It returns the exit code: 2 for bad flags, 1 when run
+// subcommand runs a helper subcommand of the bench (inproc, minimal,
+// naive): its flags (define), then run with a context that SIGTERM or
+// SIGINT ends and the profile flags every subcommand takes (run starts the
+// profiles where its work begins). It returns the exit code: 2 for bad flags, 1 when run
 // fails (its error on stderr, after the subcommand's name).
 func subcommand(name string, args []string, define func(*flag.FlagSet), run func(context.Context, *profileFlags) error) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

@@ -16,6 +16,8 @@ import (
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
+		case "minimal":
+			os.Exit(runMinimal(os.Args[2:]))
 		case "naive":
 			os.Exit(runNaive(os.Args[2:]))
 		case "inproc":
@@ -58,13 +60,13 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.n, "n", 200_000, "messages per run (with -memory: 1,000,000)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; each runs every connector once, in a rotating order")
 	fs.IntVar(&o.streams, "streams", 10, "StreamingPull streams of every connector (with -memory: the pipeline default)")
-	fs.StringVar(&connectors, "connectors", "naive,at_least_once,exactly_once", "connectors to run, comma-separated; also exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess and the change mappings changes_upsert, changes_delete, changes_insert, changes_replace (with -memory: exactly_once_no_tracking, the default pipeline); a name may end in _shuffled (changes_* only: N/10 row keys, event times shuffled), then _ordered_keysK (K ordering keys, an ordered subscription), then _json, _avro or _protobuf (its payload format instead of -payload's) and then _eachN (N items per message instead of -elements'), which imply -fields for it: exactly_once_avro, exactly_once_json_each50, changes_upsert_shuffled, exactly_once_ordered_keys10")
+	fs.StringVar(&connectors, "connectors", "minimal,naive,at_least_once,exactly_once", "connectors to run, comma-separated: minimal (the honest baseline: the Google client libraries alone), naive (minimal with pubsink's metrics registry, server and Bigtable interceptor), at_least_once, exactly_once; also exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess and the change mappings changes_upsert, changes_delete, changes_insert, changes_replace (with -memory: exactly_once_no_tracking, the default pipeline); a name may end in _shuffled (changes_* only: N/10 row keys, event times shuffled), then _ordered_keysK (K ordering keys, an ordered subscription), then _json, _avro or _protobuf (its payload format instead of -payload's) and then _eachN (N items per message instead of -elements'), which imply -fields for it: exactly_once_avro, exactly_once_json_each50, changes_upsert_shuffled, exactly_once_ordered_keys10")
 	fs.IntVar(&o.replicas, "replicas", 2, "processes that run exactly_once_shared at once")
 	fs.IntVar(&o.size, "size", 200, "payload size in bytes, about (of the JSON encoding, without -elements' items)")
 	fs.StringVar(&o.format, "payload", formatJSON, "payload format of the messages: json, avro or protobuf (Avro and Protobuf binary, of testdata/order.avsc and order.proto); given at all, it implies -fields")
 	fs.BoolVar(&o.fields, "fields", false, "publish the bench's record (testdata/order.*) and have pubsink read four of its fields ({data.id} key, three {data.…} columns) instead of one column {data}")
 	fs.IntVar(&o.elements, "elements", 0, "items per message (implies -fields): pubsink maps each: data.items to one row per item")
-	fs.StringVar(&references, "reference", "", "also print ratios to these connectors (comma-separated), besides ratios to naive")
+	fs.StringVar(&references, "reference", "", "also print ratios to these connectors (comma-separated), besides ratios to minimal and to naive")
 	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
 	fs.BoolVar(&o.latency, "latency", false, "latency probe: no backlog, a steady -rate for -duration, probes one at a time; report publish-confirmed → row-readable latency")
 	fs.Float64Var(&o.rate, "rate", 1000, "with -latency: messages per second published, probes included")
@@ -139,7 +141,7 @@ func parseOptions(args []string) (options, error) {
 			if !slices.Contains(o.connectors, k) {
 				return o, fmt.Errorf("-reference: %s is not one of -connectors", k)
 			}
-			if k != naive {
+			if k != minimal && k != naive { // their tables are printed anyway
 				o.references = append(o.references, k)
 			}
 		}

@@ -25,7 +25,8 @@ import (
 //
 // It keeps pubsink's committed counter, commit-latency histogram and
 // Bigtable mutation counter in the same registry, served the same way, so
-// that the bench scrapes every connector alike.
+// that the bench scrapes every connector alike. The minimal connector
+// (minimal.go) is this without them: the same subscriber, writer and row.
 func runNaive(args []string) int {
 	var proj, sub, inst, table, family, addr *string
 	var streams *int
@@ -89,13 +90,7 @@ func naiveRun(ctx context.Context, proj, sub, inst, table, family string, stream
 	}
 	s.ReceiveSettings.MaxOutstandingMessages = maxOutstanding
 	err = s.Receive(ctx, func(_ context.Context, msg *pubsub.Message) {
-		ts := msg.PublishTime
-		if ms, err := strconv.ParseInt(msg.Attributes["ts"], 10, 64); err == nil {
-			ts = time.UnixMilli(ms)
-		}
-		mut := bigtable.NewMutation()
-		mut.Set(family, "data", bigtable.Timestamp(ts.UnixMicro()).TruncateToMilliseconds(), msg.Data)
-		r := &row{key: msg.Attributes["id"], mut: mut, size: len(msg.Data), done: make(chan error, 1)}
+		r := newRow(msg, family)
 		w.in <- r
 		if err := <-r.done; err != nil {
 			msg.Nack()
@@ -121,12 +116,30 @@ type row struct {
 	done chan error
 }
 
-// writer groups rows into ApplyBulk calls.
+// newRow is the row of a message, as the naive and minimal connectors
+// write it: key = the id attribute, one cell d:data (family:data) holding
+// the payload, at the event time of the ts attribute (Unix ms; the publish
+// time without it).
+func newRow(msg *pubsub.Message, family string) *row {
+	ts := msg.PublishTime
+	if ms, err := strconv.ParseInt(msg.Attributes["ts"], 10, 64); err == nil {
+		ts = time.UnixMilli(ms)
+	}
+	mut := bigtable.NewMutation()
+	mut.Set(family, "data", bigtable.Timestamp(ts.UnixMicro()).TruncateToMilliseconds(), msg.Data)
+	return &row{key: msg.Attributes["id"], mut: mut, size: len(msg.Data), done: make(chan error, 1)}
+}
+
+// writer groups rows into ApplyBulk calls. It is the naive and minimal
+// connectors' (the Bigtable client alone, nothing of pubsink).
 type writer struct {
 	table *bigtable.Table
 	in    chan *row
 	slots chan struct{} // one per ApplyBulk in flight
 	wg    sync.WaitGroup
+	// sent, if set, is told the rows of each ApplyBulk call as it is made
+	// (the minimal connector's count of its writes).
+	sent func(rows int)
 }
 
 // collect batches the rows of w.in until it is closed, then waits for the
@@ -179,6 +192,9 @@ func (w *writer) apply(batch []*row) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if w.sent != nil {
+		w.sent(len(keys))
+	}
 	errs, err := w.table.ApplyBulk(ctx, keys, muts)
 	for i, r := range batch {
 		switch {

@@ -39,8 +39,8 @@ type shape struct {
 	// elements is the length of the record's items (fields only).
 	elements int
 	// each: pubsink maps `each: data.items`, one row per element (a
-	// pubsink connector with elements > 0); the naive connector always
-	// writes one row of the raw payload.
+	// pubsink connector with elements > 0); the minimal and naive
+	// connectors always write one row of the raw payload.
 	each bool
 	// change is the change mapping of a changes_* connector (upsert,
 	// delete, insert, replace), "" for a plain mapping.
@@ -154,13 +154,13 @@ func parseConnector(name string, o options) (kind, shape, error) {
 		sh.elements, sh.fields = n, true
 	}
 	switch base {
-	case naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking, exactlyOnceBaseline, reprocessRun, besideReprocess:
+	case minimal, naive, atLeastOnce, exactlyOnce, exactlyOnceNoTracking, exactlyOnceShared, exactlyOnceSharedTracking, exactlyOnceBaseline, reprocessRun, besideReprocess:
 	case changesUpsert, changesDelete, changesInsert, changesReplace:
 		sh.change = strings.TrimPrefix(string(base), "changes_")
 	default:
-		return "", sh, fmt.Errorf("-connectors: unknown connector %q (naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess, changes_upsert, changes_delete, changes_insert, changes_replace; optionally followed by _shuffled (changes_* only), _ordered_keysK, _json, _avro or _protobuf, then _eachN)", name)
+		return "", sh, fmt.Errorf("-connectors: unknown connector %q (minimal, naive, at_least_once, exactly_once, exactly_once_no_tracking, exactly_once_shared, exactly_once_shared_tracking, exactly_once_baseline, reprocess, exactly_once_beside_reprocess, changes_upsert, changes_delete, changes_insert, changes_replace; optionally followed by _shuffled (changes_* only), _ordered_keysK, _json, _avro or _protobuf, then _eachN)", name)
 	}
-	sh.each = sh.elements > 0 && base != naive
+	sh.each = sh.elements > 0 && !base.own()
 	switch {
 	case base == exactlyOnceBaseline && (sh.each || sh.orderingKeys > 0):
 		// The baseline is an earlier binary: one row per message, and no

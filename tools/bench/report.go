@@ -118,10 +118,10 @@ func printShapes(w io.Writer, o options) {
 	if plain {
 		return
 	}
-	fmt.Fprintln(w, "payloads and rows (the naive connector writes one row of the raw payload whatever it is):")
+	fmt.Fprintln(w, "payloads and rows (the minimal and naive connectors write one row of the raw payload whatever it is):")
 	for _, k := range o.connectors {
 		sh := o.shapes[k]
-		if k.base() == naive && sh.fields {
+		if k.own() && sh.fields {
 			sh.each = false
 			fmt.Fprintf(w, "  %-28s %s record with %d items, one row of the raw payload\n", k, sh.format, sh.elements)
 			continue
@@ -245,7 +245,8 @@ func metricsOf(o options) []metric {
 }
 
 // printTable prints every run, then per connector the median and min–max
-// of each metric over the successful runs, then the ratios to naive.
+// of each metric over the successful runs, then the ratios to minimal and
+// to naive (each when it ran) and to the -reference connectors.
 func printTable(w io.Writer, o options, all []result) {
 	ms := metricsOf(o)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -314,9 +315,24 @@ func printTable(w io.Writer, o options, all []result) {
 	printChanges(w, o, byKind)
 	printStages(w, o, byKind)
 
-	for _, ref := range append([]kind{naive}, o.references...) {
+	for _, ref := range append([]kind{minimal, naive}, o.references...) {
 		printRatios(w, o, ms, byKind, ref)
 	}
+}
+
+// baselineTitles say what the bench's own connectors are, in the titles of
+// the tables of ratios to them: which baseline a ratio is to.
+var baselineTitles = map[kind]string{
+	minimal: "minimal (the honest baseline: a Pub/Sub v2 subscriber and ApplyBulk with the Google client libraries alone, no metrics registry, no interceptor)",
+	naive:   "naive (the bench's naive connector: minimal plus pubsink's metrics registry and /metrics server, a commit-latency histogram, and pubsink's Bigtable interceptor counting its writes)",
+}
+
+// refTitle names ref in the title of the table of ratios to it.
+func refTitle(ref kind) string {
+	if t, ok := baselineTitles[ref]; ok {
+		return t
+	}
+	return string(ref)
 }
 
 // onePerShared returns the one-process connector that a shared connector
@@ -455,12 +471,12 @@ func printRatios(w io.Writer, o options, ms []metric, byKind map[kind][]result, 
 	if len(byKind[ref]) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nratios to %s: ratio of the medians [min–max of the per-round ratios]:\n", ref)
+	fmt.Fprintf(w, "\nratios to %s: ratio of the medians [min–max of the per-round ratios]:\n", refTitle(ref))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	var rs []metric
 	for _, m := range ms {
-		// A figure the reference does not have (0: the naive connector's
-		// state writes) has no ratio.
+		// A figure the reference does not have (0: the minimal and naive
+		// connectors' state writes) has no ratio.
 		if m.ratio && median(values(byKind[ref], m.get)) != 0 {
 			rs = append(rs, m)
 		}

@@ -55,7 +55,7 @@ type result struct {
 	// messages committed then: see statePerMsg and sinkPerMsg.
 	writes writes
 	// stages are pubsink_stage_seconds by stage, summed over the
-	// processes, read with writes (nil for the naive connector).
+	// processes, read with writes (nil for the minimal and naive connectors).
 	stages  map[string]*hist
 	rssSeen []rssPoint
 	err     error
@@ -71,7 +71,7 @@ type writes struct {
 	committed float64 // messages committed at that scrape
 
 	// callsKnown: the connector observes pubsink_sink_write_seconds (the
-	// naive connector does not).
+	// minimal and naive connectors do not).
 	callsKnown bool
 	// sinkCalls are the sink's Bigtable calls: pubsink_sink_write_seconds'
 	// count, one per ApplyBulk of plain rows, one per call (conditional
@@ -344,8 +344,8 @@ func (b *bench) command(k kind, i int, n names, path, addr string, prof *profile
 			"-allocprofile", filepath.Join(prof.dir, string(k)+tag+".allocs.pprof")}
 	}
 	switch {
-	case k.base() == naive:
-		args = append([]string{"naive",
+	case k.own():
+		args = append([]string{string(k.base()),
 			"-project", project, "-subscription", "projects/" + project + "/subscriptions/" + n.sub,
 			"-instance", instance, "-table", n.table, "-http", addr,
 			"-streams", strconv.Itoa(b.o.streams)}, args...)
@@ -457,7 +457,8 @@ func readEnd(addrs []string, n names) (writes, map[string]*hist) {
 		return writes{}, nil
 	}
 	return writes{known: m.mutationsSeen, state: m.mutations[n.state], sink: m.mutations[n.table], committed: m.committed,
-		// The naive connector exports the histogram but never observes it:
+		// The naive connector exports the histogram but never observes it
+		// (minimal does not export it):
 		// a run that committed messages made calls.
 		callsKnown: m.sinkCallsSeen && m.sinkCalls > 0, sinkCalls: m.sinkCalls, sinkCallSeconds: m.sinkCallSeconds,
 		sinkConditional: m.byCall[tableCall{n.table, callCheckAndMutate}], sinkMutateRow: m.byCall[tableCall{n.table, callMutateRow}],
