@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -13,20 +14,26 @@ import (
 )
 
 // pubsubCodec is the gRPC codec of the Pub/Sub clients the App opens: gRPC's
-// proto codec, but for one step of receiving. A message that arrived in
-// more than one HTTP/2 frame (any StreamingPull response over 16 KiB) is
-// copied into one buffer for proto.Unmarshal. gRPC's codec takes that buffer
-// from its default pool, whose size above 32 KiB is 1 MiB, and zeroes the
-// whole of it each time: at about 300 bytes per message on the wire, a
-// response of a few hundred messages costs a 1 MiB memclr, which the bench
-// measured at 0.8 µs per message (4% of the CPU of a whole drain). This
-// codec takes a buffer of the next power of two from a pool of its own and
-// does not zero it: the copy overwrites every byte that Unmarshal reads, and
-// Unmarshal copies what it keeps (bytes and strings are not aliased), so the
-// buffer is reused as soon as it returns, as gRPC reuses its own.
+// proto codec, but for two steps of receiving.
 //
-// What is sent, and every message received in one frame, goes through
-// gRPC's codec unchanged. Its name is empty, so that the requests keep the
+// The responses that carry messages (StreamingPull's and Pull's) are
+// decoded by decodeMessages (pullwire.go): by hand, into one private copy
+// of the response that their strings and byte slices point into.
+//
+// Any other message that arrived in more than one HTTP/2 frame is copied
+// into one buffer for proto.Unmarshal. gRPC's codec takes that buffer from
+// its default pool, whose size above 32 KiB is 1 MiB, and zeroes the whole
+// of it each time: at about 300 bytes per message on the wire, a response
+// of a few hundred messages cost a 1 MiB memclr, which the bench measured
+// at 0.8 µs per message (4% of the CPU of a whole drain) when the responses
+// with messages went this way. This codec takes a buffer of the next power
+// of two from a pool of its own and does not zero it: the copy overwrites
+// every byte that Unmarshal reads, and Unmarshal copies what it keeps
+// (bytes and strings are not aliased), so the buffer is reused as soon as
+// it returns, as gRPC reuses its own.
+//
+// What is sent, and every other message received in one frame, goes
+// through gRPC's codec unchanged. Its name is empty, so that the requests keep the
 // content type of gRPC's default codec, application/grpc: a forced codec's
 // name becomes the content subtype, and Google's front ends answer 404 to
 // application/grpc+proto, though the gRPC protocol allows it.
@@ -47,7 +54,16 @@ func (pubsubCodec) Marshal(v any) (mem.BufferSlice, error) { return protoCodec.M
 
 func (pubsubCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(proto.Message)
-	if !ok || len(data) <= 1 {
+	if !ok {
+		return protoCodec.Unmarshal(data, v)
+	}
+	switch m.(type) {
+	case *pubsubpb.StreamingPullResponse, *pubsubpb.PullResponse:
+		// The messages' strings point into this copy (pullwire.go).
+		_, err := decodeMessages(data.Materialize(), m)
+		return err
+	}
+	if len(data) <= 1 {
 		return protoCodec.Unmarshal(data, v) // one frame: no copy to make
 	}
 	n := data.Len()
