@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/internal/warm"
 )
 
 // LeaseExtension is the longest lease pubsink asks for at a time. Pub/Sub's
@@ -169,10 +168,6 @@ func (s *Source) receive(ctx, workCtx context.Context, h Handler, g *generation)
 	sub := s.client.Subscriber(s.subscription)
 	sub.ReceiveSettings = s.settings
 	err := sub.Receive(ctx, func(_ context.Context, pm *pubsub.Message) {
-		// The client runs each callback in a new goroutine: grow its stack
-		// now, while it is shallow, not on the way to the claim and the
-		// sink (internal/warm).
-		warm.Stack()
 		held := g.began(s, len(pm.Data))
 		defer g.ended(held)
 		// The callback's own context ends with receiveCtx; the outcome of a
