@@ -90,30 +90,17 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 		if other, ok := d.held[key]; ok {
 			w := other.waiters()
 			d.mu.Unlock()
-			select {
-			case <-w.done:
-				if w.committed {
-					return d.duplicate(ctx, w.row, winner, "", kind)
-				}
-				continue // released: look again
-			case <-ctx.Done():
-				return Claim{}, false, ctx.Err()
+			if c, dup, err, again := d.waitHeld(ctx, w, winner, kind); !again {
+				return c, dup, err
 			}
+			continue // released: look again
 		}
 		v := d.cfg.Members.View()
-		if !v.Joined {
+		if !v.Joined || (v.Alone && d.waitRebuild != nil && d.waitRebuild.waiting()) {
+			g := d.waitRebuild
 			d.mu.Unlock()
-			if err := d.cfg.Members.Joined(ctx); err != nil {
+			if err := d.waitReady(ctx, v, g); err != nil {
 				return Claim{}, false, err
-			}
-			continue
-		}
-		if g := d.waitRebuild; g != nil && v.Alone && g.waiting() {
-			d.mu.Unlock()
-			select {
-			case <-g.done:
-			case <-ctx.Done():
-				return Claim{}, false, ctx.Err()
 			}
 			continue
 		}
@@ -131,40 +118,10 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 
 		var by string // the other message whose claim makes this a duplicate
 		out, err := d.decide(ctx, row, h, winner, v, fast, kind, &by)
-		switch {
-		case err != nil:
-			// A failed write is ambiguous: the claim may have landed. The
-			// filters learn the key, so that the next Claim of it reads
-			// the catalog rather than answer "new" and claim beside it.
-			d.mu.Lock()
-			d.ring.add(h, d.now().UnixNano())
-			d.mu.Unlock()
-			d.end(key, token, false)
-			if ctx.Err() == nil {
-				err = fmt.Errorf("dedupe: claim in catalog: %w", err)
+		if err != nil || out != claimed && out != mine {
+			if c, dup, err, again := d.notClaimed(ctx, key, token, row, h, winner, by, kind, out, err, &wait); !again {
+				return c, dup, err
 			}
-			return Claim{}, false, err
-		case out == seen:
-			// Not "committed" for the deliveries waiting here: the message
-			// that won may be one of them (its redelivery), which must
-			// resume, not be a duplicate. They look for themselves.
-			d.end(key, token, false)
-			return d.duplicate(ctx, row, winner, by, kind)
-		case out == free: // claimResume, and nobody claimed the key
-			d.end(key, token, false)
-			return Claim{}, false, nil
-		case out == taken:
-			d.end(key, token, false)
-			d.mu.Lock()
-			d.conflicts++
-			d.mu.Unlock()
-			d.cfg.Metrics.Conflicts.Inc()
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return Claim{}, false, ctx.Err()
-			}
-			wait = min(2*wait, maxConflictWait)
 			continue
 		}
 		// The claim is durable: the filters learn the key now, so that a
@@ -176,6 +133,93 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 		d.mu.Unlock()
 		return Claim{holder: d, key: key, token: token, resumed: out == mine}, false, nil
 	}
+}
+
+// The rare paths of claim are functions of their own, so that the frame of
+// claim, on the path of every message, stays small: the Pub/Sub client's
+// callback goroutine that calls it starts with a stack of a few kilobytes,
+// which a deeper path makes the runtime copy to a larger one, once per
+// message (pipeline's BenchmarkCallback counts it as grown/msg).
+
+// waitHeld waits for the hold whose waiters are w, held by another Claim
+// of the key in this process: if it commits, this delivery is a duplicate
+// (again false); if it is released, the caller looks again (again true).
+//
+//go:noinline
+func (d *Keys) waitHeld(ctx context.Context, w *waiters, winner string, kind claimKind) (c Claim, dup bool, err error, again bool) {
+	select {
+	case <-w.done:
+		if w.committed {
+			c, dup, err = d.duplicate(ctx, w.row, winner, "", kind)
+			return c, dup, err, false
+		}
+		return Claim{}, false, nil, true
+	case <-ctx.Done():
+		return Claim{}, false, ctx.Err(), false
+	}
+}
+
+// waitReady waits until this process is joined (view v says it is not),
+// or, alone, until the rebuild behind gate g is done.
+//
+//go:noinline
+func (d *Keys) waitReady(ctx context.Context, v members.View, g *gate) error {
+	if !v.Joined {
+		return d.cfg.Members.Joined(ctx)
+	}
+	select {
+	case <-g.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// notClaimed ends the hold token on key that decide did not turn into a
+// claim, and says what the delivery is: an error, a duplicate, nothing
+// (claimResume of a free key), or, for a row being withdrawn by another
+// (taken), to look again (again) after a wait that doubles up to
+// maxConflictWait.
+//
+//go:noinline
+func (d *Keys) notClaimed(ctx context.Context, key string, token uint64, row string, h hashes, winner, by string, kind claimKind, out outcome, err error, wait *time.Duration) (c Claim, dup bool, _ error, again bool) {
+	switch {
+	case err != nil:
+		// A failed write is ambiguous: the claim may have landed. The
+		// filters learn the key, so that the next Claim of it reads
+		// the catalog rather than answer "new" and claim beside it.
+		d.mu.Lock()
+		d.ring.add(h, d.now().UnixNano())
+		d.mu.Unlock()
+		d.end(key, token, false)
+		if ctx.Err() == nil {
+			err = fmt.Errorf("dedupe: claim in catalog: %w", err)
+		}
+		return Claim{}, false, err, false
+	case out == seen:
+		// Not "committed" for the deliveries waiting here: the message
+		// that won may be one of them (its redelivery), which must
+		// resume, not be a duplicate. They look for themselves.
+		d.end(key, token, false)
+		c, dup, err = d.duplicate(ctx, row, winner, by, kind)
+		return c, dup, err, false
+	case out == free: // claimResume, and nobody claimed the key
+		d.end(key, token, false)
+		return Claim{}, false, nil, false
+	}
+	// taken
+	d.end(key, token, false)
+	d.mu.Lock()
+	d.conflicts++
+	d.mu.Unlock()
+	d.cfg.Metrics.Conflicts.Inc()
+	select {
+	case <-time.After(*wait):
+	case <-ctx.Done():
+		return Claim{}, false, ctx.Err(), false
+	}
+	*wait = min(2**wait, maxConflictWait)
+	return Claim{}, false, nil, true
 }
 
 // duplicate answers a delivery of winner that found row's key decided
@@ -210,14 +254,8 @@ func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, 
 		return d.claimShared(ctx, row, h, winner, false, by)
 	}
 	if !fast { // or not alone: this process's filters miss others' keys
-		d.cfg.Metrics.Lookups.Inc()
-		var st rowState
-		if err := d.reads.Add(ctx, lookup{row: row, out: &st}, len(row)); err != nil {
-			return free, fmt.Errorf("read: %w", err)
-		}
-		if out := st.decide(winner); out != free {
-			*by, _ = st.rival(winner)
-			return out, nil
+		if out, err := d.look(ctx, row, winner, by); out != free || err != nil {
+			return out, err
 		}
 	}
 	switch kind {
@@ -242,6 +280,23 @@ func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, 
 	d.upgrades++
 	d.mu.Unlock()
 	return d.claimShared(ctx, row, h, winner, true, by)
+}
+
+// look reads row from the catalog (a batched read) and says what it means
+// for winner; by is set as decide sets it.
+//
+//go:noinline
+func (d *Keys) look(ctx context.Context, row, winner string, by *string) (outcome, error) {
+	d.cfg.Metrics.Lookups.Inc()
+	var st rowState
+	if err := d.reads.Add(ctx, lookup{row: row, out: &st}, len(row)); err != nil {
+		return free, fmt.Errorf("read: %w", err)
+	}
+	out := st.decide(winner)
+	if out != free {
+		*by, _ = st.rival(winner)
+	}
+	return out, nil
 }
 
 // claimShared claims row for winner with one conditional mutation and,

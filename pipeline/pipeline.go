@@ -209,28 +209,27 @@ func (p *Pipeline) write(ctx context.Context, r *record) error {
 func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *record) Outcome {
 	isLate := p.isLate(r.EventTime) // read once: the watermark moves meanwhile
 	late := isLate && p.cfg.Watermark.LateData != config.LateAccept
-	claimKey := p.deps.Dedupe.Claim
+	kind := claimDecides
 	switch {
 	case late:
-		claimKey = p.deps.Dedupe.Resume
+		kind = claimResumes
 	case p.keyIsMessageID():
 		// No other message can have the key: no claim, and the record
 		// after the rows makes a redelivery a duplicate.
-		claimKey = p.deps.Dedupe.ClaimOnce
+		kind = claimOnce
 	}
-	var claim dedupe.Claim
-	defer func() { claim.Release() }() // a closure: claim is set below
-	var dup bool
-	err := p.retry.Do(ctx, transient(ctx), func() (err error) {
-		claim, dup, err = claimKey(ctx, r.Key, m.ID)
-		return err
-	}, p.logRetry(m, "dedupe lookup"))
-	if err == nil {
-		p.lap(r, stageDedupe)
+	// The first attempt is a plain call, a retry a function of its own:
+	// the path of a message that is written keeps its frames small (see
+	// process).
+	claim, dup, err := p.claim(ctx, kind, r.Key, m.ID)
+	if err != nil {
+		if claim, dup, err = p.claimFailed(ctx, m, r, kind, err); err != nil {
+			return Retry
+		}
 	}
+	defer claim.Release() // after Commit it does nothing
+	p.lap(r, stageDedupe)
 	switch {
-	case err != nil:
-		return Retry
 	case dup:
 		return Duplicate
 	case late && !claim.Held():
@@ -251,14 +250,55 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 	// process that they are duplicates; ClaimOnce's writes the record,
 	// which is retried like any catalog write. If it fails for good, the
 	// message is redelivered and rewrites the same cells: harmless.
-	err = p.retry.Do(ctx, transient(ctx), func() error {
-		return claim.Commit(ctx)
-	}, p.logRetry(m, "dedupe commit"))
-	if err != nil {
-		return Retry
+	if err := claim.Commit(ctx); err != nil {
+		if p.commitFailed(ctx, m, claim, err) != nil {
+			return Retry
+		}
 	}
 	p.lap(r, stageCommit)
 	return Committed
+}
+
+// claimKind is which of the Deduper's claims a message makes.
+type claimKind uint8
+
+const (
+	claimDecides claimKind = iota // Claim: the first claim decides the key
+	claimOnce                     // ClaimOnce: a key only this message can have
+	claimResumes                  // Resume: a late message, which only looks
+)
+
+// claim makes the claim of kind for key, once.
+func (p *Pipeline) claim(ctx context.Context, kind claimKind, key, id string) (dedupe.Claim, bool, error) {
+	switch kind {
+	case claimOnce:
+		return p.deps.Dedupe.ClaimOnce(ctx, key, id)
+	case claimResumes:
+		return p.deps.Dedupe.Resume(ctx, key, id)
+	}
+	return p.deps.Dedupe.Claim(ctx, key, id)
+}
+
+// claimFailed retries the claim whose first attempt failed with err, for
+// as long as its failures are transient and ctx lasts.
+//
+//go:noinline
+func (p *Pipeline) claimFailed(ctx context.Context, m *source.Message, r *record, kind claimKind, err error) (claim dedupe.Claim, dup bool, _ error) {
+	err = p.retry.Retry(ctx, transient(ctx), err, func() (err error) {
+		claim, dup, err = p.claim(ctx, kind, r.Key, m.ID)
+		return err
+	}, p.logRetry(m, "dedupe lookup"))
+	return claim, dup, err
+}
+
+// commitFailed retries the Commit of claim whose first attempt failed with
+// err.
+//
+//go:noinline
+func (p *Pipeline) commitFailed(ctx context.Context, m *source.Message, claim dedupe.Claim, err error) error {
+	return p.retry.Retry(ctx, transient(ctx), err, func() error {
+		return claim.Commit(ctx)
+	}, p.logRetry(m, "dedupe commit"))
 }
 
 // keyIsMessageID reports whether the dedupe key is the message ID (no
