@@ -22,6 +22,13 @@ func (d *Keys) end(key string, token uint64, committed bool) bool {
 		d.mu.Unlock()
 		return false
 	}
+	d.endLocked(key, hd, committed)
+	return true
+}
+
+// endLocked ends hd, the hold on key, which Keys.mu guards and which it
+// unlocks.
+func (d *Keys) endLocked(key string, hd *hold, committed bool) {
 	delete(d.held, key)
 	if w := hd.wait; w != nil {
 		w.committed = committed
@@ -30,7 +37,6 @@ func (d *Keys) end(key string, token uint64, committed bool) bool {
 	d.mu.Unlock()
 	*hd = hold{}
 	d.holds.Put(hd)
-	return true
 }
 
 // hold is a held key's entry in Keys.held. Holds are recycled once ended:
@@ -81,17 +87,19 @@ func (d *Keys) Commit(ctx context.Context, key string, token uint64) error {
 		d.mu.Unlock()
 		return errNotHeld
 	}
-	h, row, record := hd.h, hd.row, hd.record || d.compat.Load()
+	if !hd.record && !d.compat.Load() {
+		d.endLocked(key, hd, true) // the common case: one lock, nothing to write
+		return nil
+	}
+	h, row := hd.h, hd.row
 	d.mu.Unlock()
 
-	if record {
-		at := bigtable.Time(d.now()).TruncateToMilliseconds()
-		if err := d.writes.Add(ctx, cell{row: row, at: at, h: h}, len(row)); err != nil {
-			if ctx.Err() == nil {
-				err = fmt.Errorf("dedupe: record key in catalog: %w", err)
-			}
-			return err
+	at := bigtable.Time(d.now()).TruncateToMilliseconds()
+	if err := d.writes.Add(ctx, cell{row: row, at: at, h: h}, len(row)); err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("dedupe: record key in catalog: %w", err)
 		}
+		return err
 	}
 	d.end(key, token, true)
 	return nil
