@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -67,6 +68,10 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.fields, "fields", false, "publish the bench's record (testdata/order.*) and have pubsink read four of its fields ({data.id} key, three {data.…} columns) instead of one column {data}")
 	fs.IntVar(&o.elements, "elements", 0, "items per message (implies -fields): pubsink maps each: data.items to one row per item")
 	fs.StringVar(&references, "reference", "", "also print ratios to these connectors (comma-separated), besides ratios to minimal and to naive")
+	fs.BoolFunc("scrape-gzip", "scrape /metrics with gzip, as Go's HTTP client does by default and the bench did before issue 36 (to measure what that costs the connectors)", func(string) error {
+		scrapeClient.Transport = http.DefaultTransport
+		return nil
+	})
 	fs.BoolVar(&o.memory, "memory", false, "memory test: one run of a 1M-message backlog with default settings; report peak RSS")
 	fs.BoolVar(&o.latency, "latency", false, "latency probe: no backlog, a steady -rate for -duration, probes one at a time; report publish-confirmed → row-readable latency")
 	fs.Float64Var(&o.rate, "rate", 1000, "with -latency: messages per second published, probes included")

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -142,5 +144,27 @@ func TestPrintTableMinimal(t *testing.T) {
 	printTable(&b, o, rs[1:3])
 	if out := b.String(); strings.Contains(out, "ratios to minimal") || strings.Count(out, "\nratios to naive (the bench's naive connector") != 1 {
 		t.Errorf("without minimal:\n%s", out)
+	}
+}
+
+// TestScrapesAskForNoCompression: the bench's scrapes must not make the
+// connectors gzip their metrics (scrapeClient).
+func TestScrapesAskForNoCompression(t *testing.T) {
+	var asked atomic.Pointer[string]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		enc := r.Header.Get("Accept-Encoding")
+		asked.Store(&enc)
+		fmt.Fprintln(w, `pubsink_messages_committed_total{pipeline="bench"} 3`)
+	}))
+	defer srv.Close()
+	c, err := scrape(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.committed != 3 {
+		t.Fatalf("committed %v, want 3", c.committed)
+	}
+	if enc := asked.Load(); enc == nil || strings.Contains(*enc, "gzip") {
+		t.Fatalf("the scrape asked for Accept-Encoding %v, want no gzip", enc)
 	}
 }

@@ -624,7 +624,13 @@ func scrapeAll(addrs []string) (counts, error) {
 	return sum, nil
 }
 
-var scrapeClient = &http.Client{Timeout: 2 * time.Second}
+// scrapeClient asks for /metrics uncompressed. Go's client asks for gzip
+// by default, and Prometheus's handler then compresses every scrape: about
+// 3 ms of a connector's CPU each, 4 times a second, far more often than a
+// Prometheus server scrapes (every 15 to 60 s), and more for pubsink's
+// registry than for minimal's two lines, so that the bench's own polling
+// weighed on the ratios it reports (tools/bench/doc.go, "Baselines").
+var scrapeClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableCompression: true}}
 
 // scrape reads the pipeline's counters from the Prometheus text at
 // http://addr/metrics.
