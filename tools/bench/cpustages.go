@@ -558,6 +558,34 @@ func printCPUStages(w io.Writer, cs []*stageCPU, explain bool) {
 // explainFrames is how many frames -v lists per stage.
 const explainFrames = 25
 
+// printProfiledStages writes the profiled runs' figures to runs.json in
+// the profile directory and prints the table of CPU by stage of their
+// profiles.
+func (b *bench) printProfiledStages(w io.Writer, profiled []result) error {
+	runs := map[string]profiledRun{}
+	var order []string
+	for _, r := range profiled {
+		pr := profiledRun{CPUPerM: r.cpuPerMillion(), Messages: r.msgs, CPUSeconds: r.cpu.Seconds(), Processes: b.procs(r.kind)}
+		if r.err != nil {
+			pr.Error = r.err.Error()
+		}
+		runs[string(r.kind)] = pr
+		order = append(order, string(r.kind))
+	}
+	if err := writeRuns(b.o.profileDir, runs); err != nil {
+		return err
+	}
+	cs, err := loadStageCPU(b.o.profileDir, runs, order)
+	if err != nil {
+		return err
+	}
+	printCPUStages(w, cs, false)
+	if len(cs) > 0 {
+		fmt.Fprintf(w, "(again from the files: go run ./tools/bench stages %s; -v lists the frames that decided each stage)\n", b.o.profileDir)
+	}
+	return nil
+}
+
 // cpuFlag is -cpu connector=CPU s/M, repeatable.
 type cpuFlag map[string]float64
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	pprofile "github.com/google/pprof/profile"
 )
@@ -466,5 +468,58 @@ func TestProfiledConnectors(t *testing.T) {
 	}
 	if len(files) != 2 || len(files["exactly_once"]) != 1 || len(files["exactly_once_shared"]) != 2 {
 		t.Errorf("profiles by connector: %q", files)
+	}
+}
+
+func TestPrintProfiledStages(t *testing.T) {
+	dir := t.TempDir()
+	writeProfile(t, dir, "minimal.cpu.pprof", cpuProfile(cpuSample{3, stack("cloud.google.com/go/pubsub/v2.(*messageIterator).receive")}, cpuSample{1, stack(tApplyBulk, "main.(*writer).apply")}))
+	writeProfile(t, dir, "exactly_once_shared.p1.cpu.pprof", cpuProfile(cpuSample{1, stack(tDedupeClaim)}))
+	writeProfile(t, dir, "exactly_once_shared.p2.cpu.pprof", cpuProfile(cpuSample{1, stack(tSinkApply)}))
+	// An earlier invocation's run, whose profile is still there.
+	writeProfile(t, dir, "naive.cpu.pprof", cpuProfile(cpuSample{1, stack(tSinkApply)}))
+	if err := writeRuns(dir, map[string]profiledRun{"naive": {CPUPerM: 31}}); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{o: options{profileDir: dir, replicas: 2}}
+	var out bytes.Buffer
+	err := b.printProfiledStages(&out, []result{
+		{kind: minimal, msgs: 1000, cpu: 30 * time.Millisecond},
+		{kind: exactlyOnceShared, msgs: 1000, cpu: 100 * time.Millisecond},
+		{kind: reprocessRun, msgs: 1000, cpu: time.Second, err: errors.New("no profile")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := readRuns(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]profiledRun{
+		"minimal":             {CPUPerM: 30, Messages: 1000, CPUSeconds: 0.03, Processes: 1},
+		"exactly_once_shared": {CPUPerM: 100, Messages: 1000, CPUSeconds: 0.1, Processes: 2},
+		"reprocess":           {CPUPerM: 1000, Messages: 1000, CPUSeconds: 1, Processes: 1, Error: "no profile"},
+		"naive":               {CPUPerM: 31},
+	}
+	if len(runs) != len(want) {
+		t.Errorf("runs.json: %+v, want %+v", runs, want)
+	}
+	for k, w := range want {
+		if r := runs[k]; math.Abs(r.CPUPerM-w.CPUPerM) > 1e-9 || math.Abs(r.CPUSeconds-w.CPUSeconds) > 1e-9 || r.Messages != w.Messages || r.Processes != w.Processes || r.Error != w.Error {
+			t.Errorf("runs.json %s: %+v, want %+v", k, r, w)
+		}
+	}
+	rows := parseCPUTable(t, out.String())
+	if len(rows) != 2 || rows["naive"] != nil {
+		t.Errorf("the table has %d connectors, want this invocation's two with a profile:\n%s", len(rows), out.String())
+	}
+	if r := rows["minimal"][cpuPull]; r.samples != 3 || math.Abs(r.us-22.5) > 0.006 {
+		t.Errorf("minimal's pull and ack: %+v, want 3 samples, 22.5 µs/msg", r)
+	}
+	if r := rows["exactly_once_shared"][cpuDedupe]; r.samples != 1 || math.Abs(r.us-50) > 0.006 || math.Abs(r.vsMinimal-50.0/30) > 0.0006 {
+		t.Errorf("exactly_once_shared's dedupe: %+v, want 1 sample, 50 µs/msg, 1.667 × minimal", r)
+	}
+	if !strings.Contains(out.String(), "go run ./tools/bench stages "+dir) {
+		t.Errorf("no command to redo the table:\n%s", out.String())
 	}
 }
