@@ -138,19 +138,21 @@ var cpuRules = []cpuRule{
 		pubsink + "watermark.", batcherOf + "struct { " + pubsink + "watermark.",
 	}},
 	// Dedupe: the claims, the catalog's batched writes and reads (their
-	// Bigtable calls included), the journal, the conditional claims
-	// (through internal/warm's pool) and the membership that tells shared
-	// mode. The dedupe batchers' own loops and timers (internal/batch)
-	// carry dedupe's types in their generic shape. Before sink write and the libraries: an ApplyBulk
-	// under dedupe's flush is dedupe.
+	// Bigtable calls included: an ApplyBulk under dedupe's flush is
+	// dedupe), the journal, the conditional claims (through internal/warm's
+	// pool) and the membership that tells shared mode; the dedupe
+	// batchers' own loops and timers (internal/batch), which carry
+	// dedupe's types in their generic shape.
 	{stage: cpuDedupe, prefixes: []string{
 		pubsink + "dedupe.", pubsink + "members.",
 		batcherOf + "struct { " + pubsink + "dedupe.",
 	}},
-	// The sink: pubsink's sinks (the batcher's flush and its ApplyBulk;
-	// the batcher's own loop and timers: sinks/bigtable's Batcher[*item]
-	// is the only one of a pointer shape), and the minimal and naive connectors' writer, whose goroutines
-	// (collect, apply) are theirs alone.
+	// The sink: pubsink's sinks (the batcher's flush and its ApplyBulk:
+	// an ApplyBulk under the sink's flush is sink write), the sink's
+	// batcher's own loop and timers (sinks/bigtable's Batcher[*item] is
+	// the only one of a pointer shape), and the minimal and naive
+	// connectors' writer, whose goroutines (collect, apply) are theirs
+	// alone.
 	{stage: cpuSink, prefixes: []string{pubsink + "sinks/", batcherOf + "*uint8]", "main.(*writer)."}},
 	// The minimal and naive connectors' callbacks' own code is the
 	// hand-off of the row to their writer and the wait for its result
@@ -173,9 +175,9 @@ var cpuRules = []cpuRule{
 	// Pulling and acking the main subscription: the Pub/Sub client (its
 	// streams, scheduler, acks, lease extension, flow control), pubsink's
 	// decoding of its responses (app's codec) and the source's callback
-	// (what remains of it once the pipeline's stages are counted); the
-	// minimal and naive connectors' callbacks, whose work is to hand the
-	// row to the writer and ack.
+	// (what remains of it once the pipeline's stages are counted); what
+	// remains of the minimal and naive connectors' callbacks (their acks
+	// are the client's: their own code was sink write's, above).
 	{stage: cpuPull, prefixes: []string{
 		"cloud.google.com/go/pubsub/v2", "cloud.google.com/go/internal/pubsub", pubsink + "source.",
 		pubsink + "app.decodeMessages", pubsink + "app.pubsubCodec",
