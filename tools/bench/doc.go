@@ -5,7 +5,8 @@
 //	go run ./tools/bench                      # 200,000 messages, 3 rounds, 10 streams
 //	go run ./tools/bench -n 60000 -streams 4 -connectors minimal,naive   # the two baselines alone
 //	go run ./tools/bench -n 50000 -rounds 5   # quicker, more rounds
-//	go run ./tools/bench -profile prof/       # also CPU and alloc profiles of each connector
+//	go run ./tools/bench -profile prof/       # also CPU and alloc profiles of each connector, and its CPU by stage
+//	go run ./tools/bench stages -v prof/      # the CPU by stage again, from the profiles in prof/
 //	go run ./tools/bench -memory              # 1,000,000-message backlog, defaults: peak RSS
 //	go run ./tools/bench -latency             # no backlog, 1,000 msg/s for 20 s: probe latency
 //	go run ./tools/bench -connectors exactly_once_json,exactly_once_avro,exactly_once_protobuf -reference exactly_once_json
@@ -379,4 +380,122 @@
 // per process). pubsink is then run in-process by this
 // binary (`bench inproc`, the same code path as `pubsink run`: config.Load,
 // app.Open, App.Run), since the pubsink binary has no profiling endpoint.
+// The profiled runs' figures go to DIR/runs.json (below), and their CPU by
+// stage is printed after them.
+//
+// # Stages
+//
+// Where each profiled connector's CPU goes, by stage: every sample of its
+// CPU profile (a shared connector's processes summed) goes to exactly one
+// stage, by its stack. The table gives, per connector and stage, the
+// samples, their share, the CPU µs per message that share is of the
+// profiled run's CPU s/M (CPU seconds per million messages are CPU µs per
+// message), and, when minimal was profiled, those µs over minimal's whole
+// CPU per message ("/ minimal total": the stages of exactly_once add up to
+// its ratio to minimal), then the total. It is printed after the profiled
+// runs, and redone from the files by
+//
+//	go run ./tools/bench stages [-cpu connector=s/M ...] [-v] DIR
+//
+// which reads DIR/*.cpu.pprof (a connector's, or its processes'
+// .p1.cpu.pprof, .p2...) and DIR/runs.json, written by the profiled runs:
+// for each connector its run's cpu_s_per_m (summed over a shared
+// connector's processes), messages, cpu_s and processes, and error if it
+// failed (its µs are then "-"); a later -profile into the same DIR adds its
+// connectors to it. -cpu gives a connector's CPU s/M instead (for a
+// directory without runs.json, or a figure printed elsewhere); a connector
+// with a profile and no figure has shares and no µs. -v lists, per stage,
+// the frames that decided its samples (and the goroutine's root frame, for
+// scheduler and runtime, and other): what to read when a stage looks
+// wrong.
+//
+// Rules, tried in this order on the sample's whole stack, leaf to root;
+// the first rule with a frame whose function name begins with one of its
+// patterns decides (cpuRules in cpustages.go, each with its reason):
+//
+//  1. goroutine stacks: runtime.shrinkstack, which the GC's stack scan
+//     calls: the stacks' cost, not the marking's.
+//  2. GC: the background mark workers, the assists (an allocation's
+//     assist under dedupe is GC), the sweeper, the scavenger, the sweeping
+//     and scavenging an allocation does, the cycle's start and end.
+//  3. scheduler and runtime: preemption (gopreempt_m, preemptPark), which
+//     enters through the stack check (morestack, newstack) but is the
+//     scheduler's.
+//  4. goroutine stacks: newstack, copystack, morestack (a stack growing,
+//     whoever's goroutine), and internal/warm.Stack (9dd617d, reverted).
+//  5. metrics and logs, wherever written: github.com/prometheus (a
+//     counter under dedupe is metrics), go.uber.org/zap, net/http (which
+//     serves only the scrapes; the collectors they run are metrics too,
+//     pubsink_ready's readiness check included, a Bigtable call),
+//     internal/server, internal/logging, and the pipeline's sampled stage
+//     timing (its stageSampler and lap).
+//  6. metrics and logs: the Bigtable interceptor's own code
+//     (internal/metrics' bigtableCounter and mutateRowsStream when they
+//     are the leafmost frame outside the standard library); the call they
+//     wrap is its caller's stage.
+//  7. tracking: the tracking subscription's reader, source.(*Puller) and
+//     its pull loops (their Pulls, the decoding of their answers, the
+//     acks) and watermark.(*Tracker).receive (each message recorded, its
+//     event time read). Before watermark and decode.
+//  8. decode and map: mapping (with the event time it reads through
+//     watermark's EventTime), template; the minimal and naive connectors'
+//     newRow.
+//  9. watermark: the rest of package watermark (Finished, the estimator's
+//     tick, the store and lease, the followers' reports and their
+//     batcher).
+//  10. dedupe: dedupe and members (claims, the catalog's batched reads and
+//     writes with their Bigtable calls, the journal, the conditional
+//     claims, membership), and internal/batch's batchers of dedupe's types.
+//  11. sink write: sinks/ (the flush and its ApplyBulk), the sink's batcher
+//     (Batcher[*item], the only one of a pointer shape), the minimal and
+//     naive connectors' writer; and their callbacks' own code, the
+//     hand-off of the row to the writer and the wait for it (what
+//     pubsink's Sink.Write does).
+//  12. dedupe: internal/warm's pool goroutines between calls (the calls
+//     themselves are matched above).
+//  13. metrics and logs: the rest of internal/metrics.
+//  14. pipeline: what remains of package pipeline (Handle, process,
+//     finish, the in-flight bookkeeping). Before pull and ack, since the
+//     pipeline runs inside the source's callback.
+//  15. pull and ack: the Pub/Sub client (streams, scheduler, acks, lease
+//     extension, flow control), source (the callback's bookkeeping),
+//     app's decodeMessages and pubsubCodec (the StreamingPull responses,
+//     decoded by hand), the minimal and naive callbacks (their acks).
+//  16. gRPC transport: google.golang.org/grpc, reached only by gRPC's own
+//     goroutines.
+//  17. scheduler and runtime: a goroutine whose root frame is the
+//     runtime's (mcall's park_m, schedule and findRunnable with the
+//     netpoller and timers, sysmon, the system stack).
+//  18. other: the rest (a truncated stack, a library goroutine no rule
+//     knows).
+//
+// So the caller's stage wins over the library's: an ApplyBulk is dedupe
+// under dedupe's flush, sink write under the sink's; the runtime under a
+// goroutine (a channel operation, an allocation, a copy) is that
+// goroutine's stage.
+//
+// What a stack cannot split:
+//
+//   - gRPC transport: each connection's reader and writer goroutines
+//     (http2Client.reader, loopyWriter) carry the frames of every call on
+//     the connection, Pub/Sub's streams and acks and Bigtable's writes
+//     alike (the Pub/Sub and Bigtable clients have connections of their
+//     own, but the stack does not say whose); their syscalls are theirs.
+//     What a call does on its own goroutine (encoding, the stream's
+//     set-up) is its caller's stage.
+//   - scheduler and runtime, and GC's background work: no message's, and
+//     an allocation's share of GC is only its assists.
+//   - internal/warm's goroutines between calls: dedupe's, which is right
+//     but for a change mapping (changes_*), where the pool at work is
+//     mostly the sink's.
+//   - the batchers' own goroutines (internal/batch) are told apart by their
+//     items' generic shape only (a pointer's is *uint8, which only the
+//     sink's batcher has today).
+//
+// The µs are a share of the whole run's CPU (start-up and shutdown
+// included), while a profile covers the run from its start (pubsink's
+// after app.Open) to the stop: with runs.json's cpu_s the table says how
+// much of the CPU it profiled, and a short run's start-up mix weighs more.
+// A profile samples at 100 Hz: a stage of n samples is uncertain by about
+// √n of them, so compare stages of tens of samples, not of two.
 package main

@@ -23,6 +23,8 @@ func main() {
 			os.Exit(runNaive(os.Args[2:]))
 		case "inproc":
 			os.Exit(runInproc(os.Args[2:]))
+		case "stages":
+			os.Exit(runStages(os.Args[2:]))
 		}
 	}
 	os.Exit(runBench(os.Args[1:]))

@@ -49,9 +49,17 @@ func (b *bench) rounds(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprintf(out, "\nprofiled runs (profiles in %s; not in the table above):\n", b.o.profileDir)
+		var profiled []result
 		for _, k := range b.o.connectors {
 			res := run(ctx, k, 0, &profile{dir: b.o.profileDir})
 			printRun(out, b.o, res)
+			profiled = append(profiled, res)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		if err := b.printProfiledStages(out, profiled); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: CPU by stage: %v\n", err)
 		}
 	}
 	for _, r := range all {
