@@ -160,6 +160,49 @@ func (b *Batcher[T]) AddN(ctx context.Context, item T, n, size int) error {
 	return bt.wait(ctx, i, w)
 }
 
+// Enqueue queues item as AddN does, without waiting for its batch: the
+// returned Ticket waits for it, once or more, from any goroutine. It blocks
+// only as AddN does before queuing (backpressure), and returns ctx.Err()
+// or ErrClosed then.
+//
+// The item is flushed with the others of its batch whether or not anyone
+// waits for its ticket.
+func (b *Batcher[T]) Enqueue(ctx context.Context, item T, n, size int) (Ticket[T], error) {
+	if err := ctx.Err(); err != nil {
+		return Ticket[T]{}, err
+	}
+	// The ticket's waits may come from other goroutines with contexts of
+	// their own: it is queued as a caller whose context cannot end, and
+	// each Wait selects on its own.
+	bt, i, _, err := b.queue(context.Background(), item, max(n, 1), size)
+	if err != nil {
+		return Ticket[T]{}, err
+	}
+	return Ticket[T]{bt: bt, i: i}, nil
+}
+
+// Ticket is an item Enqueue queued: Wait gives its result. The zero Ticket
+// is no item, and its Wait returns nil at once.
+type Ticket[T any] struct {
+	bt *batch[T]
+	i  int
+}
+
+// Wait blocks until the item's batch was flushed, and returns the item's
+// error from the flush; ctx.Err() if ctx ends first (the item may still be
+// flushed). It is safe to call from several goroutines, and again.
+func (t Ticket[T]) Wait(ctx context.Context) error {
+	if t.bt == nil {
+		return nil
+	}
+	select {
+	case <-t.bt.done:
+		return t.bt.err(t.i)
+	default:
+	}
+	return t.bt.waitCtx(ctx, t.i, false)
+}
+
 // queue adds item to the current batch, once there is room, and returns the
 // batch, the item's index in it and how its caller is to wait.
 func (b *Batcher[T]) queue(ctx context.Context, item T, n, size int) (*batch[T], int, waiter, error) {

@@ -702,3 +702,73 @@ func TestCloseWithNothingPendingSucceedsAfterItsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueuedItemsAreFlushedAndTheirTicketsGiveTheirErrors: Enqueue does
+// not wait; the items go in batches as Add's do, each ticket's Wait (from
+// any goroutine, once or more) gives its own item's error, and an item is
+// flushed whether or not its ticket is waited for.
+func TestEnqueuedItemsAreFlushedAndTheirTicketsGiveTheirErrors(t *testing.T) {
+	odd := errors.New("odd")
+	var flushed atomic.Int64
+	b := New(Config{MaxItems: 4, MaxDelay: time.Hour}, func(_ context.Context, items []int) []error {
+		flushed.Add(int64(len(items)))
+		errs := make([]error, len(items))
+		for i, it := range items {
+			if it%2 == 1 {
+				errs[i] = odd
+			}
+		}
+		return errs
+	})
+	defer b.Close(context.Background())
+	var tickets []Ticket[int]
+	for i := range 8 {
+		tk, err := b.Enqueue(context.Background(), i, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tickets = append(tickets, tk)
+	}
+	var wg sync.WaitGroup
+	for i, tk := range tickets[:6] { // the last two are never waited for
+		wg.Go(func() {
+			for range 2 {
+				if err := tk.Wait(context.Background()); (i%2 == 1) != errors.Is(err, odd) {
+					t.Errorf("item %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, func() bool { return flushed.Load() == 8 })
+	if err := (Ticket[int]{}).Wait(context.Background()); err != nil {
+		t.Fatalf("the zero ticket: %v", err)
+	}
+}
+
+// TestATicketsWaitEndsWithItsCtx: a Wait whose ctx ends returns its error,
+// and a later Wait still gets the item's result.
+func TestATicketsWaitEndsWithItsCtx(t *testing.T) {
+	release := make(chan struct{})
+	b := New(Config{MaxItems: 1}, func(_ context.Context, items []int) []error {
+		<-release
+		return nil
+	})
+	defer b.Close(context.Background())
+	tk, err := b.Enqueue(context.Background(), 1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := tk.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with an ended ctx: %v", err)
+	}
+	close(release)
+	if err := tk.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait after the flush: %v", err)
+	}
+	if _, err := b.Enqueue(ctx, 2, 1, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Enqueue with an ended ctx: %v", err)
+	}
+}

@@ -8,7 +8,10 @@
 // caller of Add decides what to do with them.
 //
 // The entry point is New, then Add (or AddN) from any number of goroutines,
-// then Close.
+// then Close. Enqueue queues an item without waiting and returns a Ticket,
+// whose Wait gives the item's result later, from any goroutine: the dedupe
+// catalog's claims go ahead of their message's rows that way, and the sink
+// waits for them.
 //
 // # Guarantees
 //
