@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/dedupe"
@@ -24,12 +25,13 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, mb *members.Member
 		return nil, err
 	}
 	dc := dedupe.Config{
-		Pipeline: pc.Name,
-		Table:    a.cfg.State.Table,
-		Window:   pc.Dedupe.Window,
-		Members:  mb,
-		Metrics:  m,
-		Now:      a.now(),
+		Pipeline:   pc.Name,
+		Table:      a.cfg.State.Table,
+		Window:     pc.Dedupe.Window,
+		Members:    mb,
+		Metrics:    m,
+		Now:        a.now(),
+		ClaimDelay: claimDelay(pc.Sink.Batch.MaxDelay),
 	}
 	var d interface {
 		pipeline.Deduper
@@ -48,6 +50,15 @@ func (a *App) dedupe(ctx context.Context, pc config.Pipeline, mb *members.Member
 		return nil, fmt.Errorf("%w (does `pubsink setup` need to run?)", err)
 	}
 	return d, nil
+}
+
+// claimDelay is how long the claims queued ahead of their rows gather
+// (dedupe.Config.ClaimDelay), for a sink whose batches gather for
+// sinkDelay: a quarter of it, so that a batch of rows rarely waits for the
+// claims of its messages, and within 1 ms and dedupe's default (a sink
+// that writes at once: claims gather for a millisecond, as before).
+func claimDelay(sinkDelay time.Duration) time.Duration {
+	return min(max(sinkDelay/4, time.Millisecond), dedupe.DefaultClaimDelay)
 }
 
 // members builds the membership of a pipeline among the processes running

@@ -14,6 +14,38 @@ type Claim struct {
 	key     string
 	token   uint64
 	resumed bool
+	// ready is the claim's write when ClaimAhead queued it and did not
+	// wait for it (a *pending); nil otherwise.
+	ready Ready
+}
+
+// Ready is a claim queued ahead of its rows: Wait blocks until it is
+// durable and decided for its message, and returns nil then, or the error
+// that says it decided nothing (then give the key up and Claim it again),
+// or ctx's; safe to call from several goroutines, and again.
+type Ready interface {
+	Wait(ctx context.Context) error
+}
+
+// NewClaimAhead returns the Claim of the hold token on key that h keeps,
+// queued ahead of its rows: ready is what they wait for. For a Holder's
+// own fakes, as NewClaim.
+func NewClaimAhead(h Holder, key string, token uint64, ready Ready) Claim {
+	return Claim{holder: h, key: key, token: token, ready: ready}
+}
+
+// Ready is what the message's rows wait for before they are written: the
+// claim's write queued by ClaimAhead (sinks.Row.After). Nil when there is
+// nothing to wait for (the claim was made as Claim makes it, or none).
+func (c Claim) Ready() Ready { return c.ready }
+
+// Wait blocks until the claim is durable and decided (Ready's Wait), and
+// returns nil at once for a claim that was.
+func (c Claim) Wait(ctx context.Context) error {
+	if c.ready == nil {
+		return nil
+	}
+	return c.ready.Wait(ctx)
 }
 
 // Holder ends holds: the Keys that made a Claim, or, in a test of a
@@ -50,6 +82,9 @@ func (c Claim) Held() bool { return c.holder != nil }
 func (c Claim) Commit(ctx context.Context) error {
 	if c.holder == nil {
 		return errNotHeld
+	}
+	if err := c.Wait(ctx); err != nil {
+		return err // rows written for a claim that did not decide: the caller must not ack
 	}
 	return c.holder.Commit(ctx, c.key, c.token)
 }

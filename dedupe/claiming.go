@@ -29,6 +29,9 @@ const (
 	// claimResume: the key is held only if winner claimed it already; a
 	// key nobody claimed is left alone, nothing written.
 	claimResume
+	// claimAhead: claimDecides, but a claim made on the fast path is queued
+	// and not waited for (ClaimAhead).
+	claimAhead
 )
 
 // Claim decides which message a key belongs to, for the window. The first
@@ -54,6 +57,27 @@ const (
 // ctx's when it ends while waiting; the key is not held then.
 func (d *Keys) Claim(ctx context.Context, key, winner string) (Claim, bool, error) {
 	return d.claim(ctx, key, winner, claimDecides)
+}
+
+// ClaimAhead is Claim for a caller whose rows wait for the claim: when this
+// process is alone and the filters answer "new" (the fast path), the claim's
+// write is queued and ClaimAhead returns at once, without waiting for it;
+// the returned Claim's Ready is then what to wait for before the rows are
+// written (the sink waits for it: sinks.Row.After), and its Wait and Commit
+// wait for it too. Every other claim is made as Claim makes it, and its
+// Ready is nil.
+//
+// So the claim's write, batched for longer than a synchronous claim's
+// (Config.ClaimDelay), is on its way while the rows gather in the sink's
+// batch, instead of before them: a message of the fast path waits once,
+// for its rows, not twice.
+//
+// A claim that Ready finds not durable (its write failed) or not trusted
+// any more and lost to another process's (doc.go, "The claim decides") has
+// decided nothing for its message: the caller gives the key up (Release)
+// and claims it again with Claim.
+func (d *Keys) ClaimAhead(ctx context.Context, key, winner string) (Claim, bool, error) {
+	return d.claim(ctx, key, winner, claimAhead)
 }
 
 // ClaimOnce is Claim for a key that only winner's message can have: its
@@ -114,6 +138,22 @@ func (d *Keys) claim(ctx context.Context, key, winner string, kind claimKind) (C
 		d.held[key] = hd
 		token := hd.token
 		row := hd.row
+		if fast && kind == claimAhead {
+			// The claim is on its way: the filters learn the key now (a write
+			// that fails leaves the key in them, which costs a read later,
+			// never a wrong answer), and the caller waits for it with the
+			// rows (pending).
+			at := d.now().UnixNano()
+			d.ring.advance(at)
+			d.ring.add(h, at)
+			d.mu.Unlock()
+			p, err := d.claimAheadOf(ctx, row, h, winner, v)
+			if err != nil {
+				c, dup, err, _ := d.notClaimed(ctx, key, token, row, h, winner, "", kind, free, err, &wait)
+				return c, dup, err
+			}
+			return Claim{holder: d, key: key, token: token, ready: p}, false, nil
+		}
 		d.mu.Unlock()
 
 		var by string // the other message whose claim makes this a duplicate
@@ -250,7 +290,7 @@ const (
 // under; fast says the filters answered "new" in it. When seen, by is set
 // to the other message the row's claim names, if it names one.
 func (d *Keys) decide(ctx context.Context, row string, h hashes, winner string, v members.View, fast bool, kind claimKind, by *string) (outcome, error) {
-	if !v.Alone && kind == claimDecides {
+	if !v.Alone && (kind == claimDecides || kind == claimAhead) {
 		return d.claimShared(ctx, row, h, winner, false, by)
 	}
 	if !fast { // or not alone: this process's filters miss others' keys

@@ -28,6 +28,10 @@ const (
 	MinSlices                = 6
 	DefaultExpectedRate      = 1000
 	DefaultFalsePositiveRate = 0.001
+	// DefaultClaimDelay is Config.ClaimDelay's default: a quarter of the
+	// sink's default batch delay (20 ms), so that the claims of a batch of
+	// rows are durable well before the batch goes.
+	DefaultClaimDelay = 5 * time.Millisecond
 )
 
 // minExpectedKeys is the least a slice's first filter is sized for, so that
@@ -94,6 +98,12 @@ type Config struct {
 	// every rebuild scans the catalog. For tests and benchmarks that
 	// compare the two.
 	NoJournal bool
+	// ClaimDelay is how long the claims queued by ClaimAhead gather into a
+	// batch (DefaultClaimDelay when zero). Their rows wait for them in the
+	// sink, which gathers its own batches for longer (sink.batch.max_delay):
+	// a claim batch gathered within that costs the message no latency, and
+	// a longer one carries more claims per call when traffic is light.
+	ClaimDelay time.Duration
 	// Now is the processing-time clock; nil: time.Now. Tests set a fake.
 	// It must be the clock Members runs on: a fast-path claim is trusted
 	// only if it was confirmed before View.FastUntil by this clock.
@@ -121,6 +131,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.ClaimDelay <= 0 {
+		c.ClaimDelay = DefaultClaimDelay
 	}
 	return c
 }
@@ -163,6 +176,9 @@ type Keys struct {
 	// one ApplyBulk holds the claims of new keys and the records of
 	// committed ones, half the calls of a batcher each.
 	writes *batch.Batcher[cell]
+	// claims carries the claims queued by ClaimAhead, whose rows wait for
+	// them in the sink: gathered for Config.ClaimDelay.
+	claims *batch.Batcher[cell]
 	// journals carries the keys of conditional claims to the journal.
 	journals *batch.Batcher[cell]
 	// rulings carries the rulings of rivals' keys (rulings.go), ruled
@@ -232,6 +248,9 @@ func newKeys(s store, log *zap.Logger, cfg Config) *Keys {
 	d.holds.New = func() any { return new(hold) }
 	d.reads = batch.New(readBatch, d.flushReads)
 	d.writes = batch.New(writeBatch, d.flushWrites)
+	claimBatch := writeBatch
+	claimBatch.MaxDelay = cfg.ClaimDelay
+	d.claims = batch.New(claimBatch, d.flushWrites)
 	d.journals = batch.New(journalBatch, d.flushWrites)
 	d.rulings = batch.New(rulingBatch, d.flushRulings)
 	return d
@@ -251,7 +270,7 @@ func (d *Keys) Check(ctx context.Context) error {
 // and bounded by ctx, whose error it returns if cut short (the flushes
 // then fail with context.Canceled). Claims after Close fail.
 func (d *Keys) Close(ctx context.Context) error {
-	return errors.Join(d.writes.Close(ctx), d.journals.Close(ctx), d.rulings.Close(ctx), d.reads.Close(ctx))
+	return errors.Join(d.claims.Close(ctx), d.writes.Close(ctx), d.journals.Close(ctx), d.rulings.Close(ctx), d.reads.Close(ctx))
 }
 
 // Stats is the dedupe state shown in /status.

@@ -94,6 +94,12 @@ func (r *Rerun) Claim(ctx context.Context, key, winner string) (Claim, bool, err
 	return Claim{}, true, nil
 }
 
+// ClaimAhead is Claim: a run's claims are waited for (its Keys' fast path
+// would otherwise bypass the live catalog's decisions).
+func (r *Rerun) ClaimAhead(ctx context.Context, key, winner string) (Claim, bool, error) {
+	return r.Claim(ctx, key, winner)
+}
+
 // namedKey is the run's key for a message the live catalog names: its
 // message ID, apart from every dedupe key (a key cannot start with 0xff,
 // as a dead-letter copy's cannot: 0xff is never in a UTF-8 attribute).

@@ -101,6 +101,12 @@ type Deduper interface {
 	// same key waits for that. Errors are transient (the catalog could not
 	// be read) or ctx's.
 	Claim(ctx context.Context, key, winner string) (c dedupe.Claim, dup bool, err error)
+	// ClaimAhead is Claim, but a claim it can make without waiting for it
+	// (a process alone, a new key) it queues: the Claim's Ready is then
+	// what the message's rows wait for in the sink (sinks.Row.After), and
+	// its Wait and Commit wait for it too. An error of Wait says that the
+	// claim decided nothing: give the key up and Claim it again.
+	ClaimAhead(ctx context.Context, key, winner string) (c dedupe.Claim, dup bool, err error)
 	// ClaimOnce is Claim for a key only winner's message can have (its
 	// message ID, its dead-letter copy's key): no claim; Commit records
 	// the key, and a redelivery of winner after it is a duplicate.

@@ -209,7 +209,7 @@ func (p *Pipeline) write(ctx context.Context, r *record) error {
 func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *record) Outcome {
 	isLate := p.isLate(r.EventTime) // read once: the watermark moves meanwhile
 	late := isLate && p.cfg.Watermark.LateData != config.LateAccept
-	kind := claimDecides
+	kind := claimAhead // a new key's claim goes ahead of its rows: the sink waits for it
 	switch {
 	case late:
 		kind = claimResumes
@@ -227,7 +227,7 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 			return Retry
 		}
 	}
-	defer claim.Release() // after Commit it does nothing
+	defer func() { claim.Release() }() // a closure: claimAgain may replace claim; after Commit it does nothing
 	p.lap(r, stageDedupe)
 	switch {
 	case dup:
@@ -239,7 +239,20 @@ func (p *Pipeline) processClaimed(ctx context.Context, m *source.Message, r *rec
 		p.deps.Metrics.Late.Inc() // late_data: accept
 	}
 	r.resumed = claim.Resumed()
-	if err := p.write(ctx, r); err != nil {
+	if ready := claim.Ready(); ready != nil {
+		for i := range r.Rows {
+			r.Rows[i].After = ready
+		}
+	}
+	err = p.write(ctx, r)
+	// A claim queued ahead of the rows (ClaimAhead) must be durable and
+	// decided before the ack, rows or none: the sink waited for it, and
+	// this returns at once then.
+	if cerr := claim.Wait(ctx); cerr != nil {
+		if out, done := p.claimAgain(ctx, m, r, &claim, cerr); done {
+			return out
+		}
+	} else if err != nil {
 		if out := p.writeFailed(ctx, m, r, err); out != Committed {
 			return out
 		}
@@ -264,6 +277,7 @@ type claimKind uint8
 
 const (
 	claimDecides claimKind = iota // Claim: the first claim decides the key
+	claimAhead                    // ClaimAhead: Claim, queued ahead of the rows when it can be
 	claimOnce                     // ClaimOnce: a key only this message can have
 	claimResumes                  // Resume: a late message, which only looks
 )
@@ -271,12 +285,50 @@ const (
 // claim makes the claim of kind for key, once.
 func (p *Pipeline) claim(ctx context.Context, kind claimKind, key, id string) (dedupe.Claim, bool, error) {
 	switch kind {
+	case claimAhead:
+		return p.deps.Dedupe.ClaimAhead(ctx, key, id)
 	case claimOnce:
 		return p.deps.Dedupe.ClaimOnce(ctx, key, id)
 	case claimResumes:
 		return p.deps.Dedupe.Resume(ctx, key, id)
 	}
 	return p.deps.Dedupe.Claim(ctx, key, id)
+}
+
+// claimAgain is the path of a message whose claim, queued ahead of its rows,
+// decided nothing (err: its write failed, or it was not trusted once
+// durable and lost the key to another process's claim): no row was
+// written for it (the sink waits for the claim). It gives the key up and
+// claims it again, waiting this time (Claim, with the retries of any
+// claim), then writes the rows. done is false once they are durable and
+// *claim is the new claim, to commit; otherwise out is the message's
+// outcome.
+//
+//go:noinline
+func (p *Pipeline) claimAgain(ctx context.Context, m *source.Message, r *record, claim *dedupe.Claim, err error) (out Outcome, done bool) {
+	claim.Release()
+	*claim = dedupe.Claim{}
+	p.log.Debug("a claim queued ahead of its rows decided nothing; claiming again", zap.String("message_id", m.ID), zap.Error(err))
+	c, dup, err := p.claim(ctx, claimDecides, r.Key, m.ID)
+	if err != nil {
+		if c, dup, err = p.claimFailed(ctx, m, r, claimDecides, err); err != nil {
+			return Retry, true
+		}
+	}
+	*claim = c
+	if dup {
+		return Duplicate, true
+	}
+	r.resumed = c.Resumed()
+	for i := range r.Rows {
+		r.Rows[i].After = nil
+	}
+	if err := p.write(ctx, r); err != nil {
+		if out := p.writeFailed(ctx, m, r, err); out != Committed {
+			return out, true
+		}
+	}
+	return Committed, false
 }
 
 // claimFailed retries the claim whose first attempt failed with err, for

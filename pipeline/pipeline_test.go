@@ -34,7 +34,12 @@ type fakeSink struct {
 	fail func(n int, row *sinks.Row) error
 }
 
-func (s *fakeSink) Write(_ context.Context, rows []sinks.Row) error {
+func (s *fakeSink) Write(ctx context.Context, rows []sinks.Row) error {
+	if len(rows) > 0 && rows[0].After != nil {
+		if err := rows[0].After.Wait(ctx); err != nil {
+			return err // as a sink must: nothing written
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
@@ -116,7 +121,15 @@ type fakeDedupe struct {
 	commitFails, failedCommits int
 	claimErr                   error    // every Claim fails with it (the catalog unreadable)
 	winners                    []string // the winners Claim was asked for
+	// aheadErr, when set, is what the first ClaimAhead's Ready returns:
+	// the claim queued ahead of the rows decided nothing.
+	aheadErr error
 }
+
+// failedReady is a claim queued ahead whose write failed.
+type failedReady struct{ err error }
+
+func (r failedReady) Wait(context.Context) error { return r.err }
 
 func (d *fakeDedupe) Claim(_ context.Context, key, winner string) (dedupe.Claim, bool, error) {
 	d.mu.Lock()
@@ -137,6 +150,19 @@ func (d *fakeDedupe) Claim(_ context.Context, key, winner string) (dedupe.Claim,
 }
 
 // ClaimOnce is Claim: the fake records every commit.
+// ClaimAhead is Claim (the fake has nothing to queue), but for the first
+// one after aheadErr is set: its claim's Ready fails with aheadErr.
+func (d *fakeDedupe) ClaimAhead(ctx context.Context, key, winner string) (dedupe.Claim, bool, error) {
+	c, dup, err := d.Claim(ctx, key, winner)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil && !dup && d.aheadErr != nil {
+		c = dedupe.NewClaimAhead(d, key, d.tokens, failedReady{d.aheadErr})
+		d.aheadErr = nil
+	}
+	return c, dup, err
+}
+
 func (d *fakeDedupe) ClaimOnce(ctx context.Context, key, winner string) (dedupe.Claim, bool, error) {
 	return d.Claim(ctx, key, winner)
 }
@@ -272,6 +298,29 @@ func TestCommittedRowHasTemplatedKeyCellsAndEventTime(t *testing.T) {
 	}
 	if got := metrics.Value(m.Committed); got != 1 {
 		t.Errorf("committed = %v, want 1", got)
+	}
+}
+
+// TestAClaimQueuedAheadThatDecidedNothingIsMadeAgain: the claim of a
+// message's key goes ahead of its rows, which the sink writes only once it
+// is durable; when it decided nothing (its write failed, or it lost the
+// key), no row is written for it, and the pipeline gives the key up,
+// claims it again, waiting, and then writes and commits.
+func TestAClaimQueuedAheadThatDecidedNothingIsMadeAgain(t *testing.T) {
+	sink := &fakeSink{}
+	dd := &fakeDedupe{aheadErr: errors.New("the claim's write failed")}
+	p, m := newTestPipeline(t, testConfig(), Deps{Sink: sink, Dedupe: dd})
+	if !p.Handle(context.Background(), order("o1", "c9", `{"amount": 1}`)) {
+		t.Fatal("nacked")
+	}
+	if sink.n != 1 || len(sink.rows) != 1 {
+		t.Fatalf("%d writes past their After, rows %v; want one (the first refused for its claim, the second written)", sink.n, sink.rows)
+	}
+	if len(dd.winners) != 2 || dd.released != 1 || !dd.committed["c9#o1"] && !dd.committed["o1"] {
+		t.Fatalf("claims %v, released %d, committed %v; want the key claimed twice, the first given up, the second committed", dd.winners, dd.released, dd.committed)
+	}
+	if got := metrics.Value(m.Committed); got != 1 {
+		t.Fatalf("committed %v, want 1", got)
 	}
 }
 

@@ -35,6 +35,19 @@ type Row struct {
 	// (docs/reference.md, "Changes"); its zero value is a plain row, whose
 	// cells are set as they come, which is all a row was before changes.
 	Change Change
+	// After, when not nil, is what the row waits for before it is written:
+	// its message's dedupe claim, queued ahead of its rows (dedupe's
+	// ClaimAhead), which must be durable first. Every row of one Write has
+	// the same After (sinks read the first row's).
+	After Ready
+}
+
+// Ready is what rows wait for before they are written. Wait blocks until
+// they may be, and returns nil then; an error says they may not (the claim
+// behind them failed or lost its key), or that ctx ended first. It is safe
+// to call from several goroutines, and again.
+type Ready interface {
+	Wait(ctx context.Context) error
 }
 
 // Change is what a change mapping's row does, by event time (the row's
@@ -161,6 +174,10 @@ type Sink interface {
 	// row refused by Bigtable itself are written): that is harmless, since
 	// the caller dead-letters the whole message, and a redelivery or a
 	// replay rewrites the same cells.
+	//
+	// Write writes no row before its After's Wait returned nil: a row
+	// whose After fails is not written, and Write returns After's error
+	// (the caller gives its claim up; nothing is dead-lettered).
 	//
 	// Write must not retain rows, their cells or values after it returns.
 	//

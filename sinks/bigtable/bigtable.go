@@ -129,6 +129,9 @@ func (e *entry) mutation() *cbt.Mutation {
 type item struct {
 	first entry
 	more  []entry // the rows after the first
+	// after is what the item's rows wait for before they are sent (the
+	// rows' sinks.Row.After); nil: nothing.
+	after sinks.Ready
 }
 
 // rows is the number of rows of the item.
@@ -368,6 +371,7 @@ func (s *Sink) newItem(rows []sinks.Row) (*item, int, error) {
 		size += row.Size()
 	}
 	it.copyCells(rows, cells, values)
+	it.after = rows[0].After
 	return it, size, nil
 }
 

@@ -85,6 +85,11 @@ func (s *Sink) writeChanges(ctx context.Context, rows []sinks.Row) error {
 			return s.rejected(rows, err)
 		}
 	}
+	if after := rows[0].After; after != nil {
+		if err := after.Wait(ctx); err != nil {
+			return err
+		}
+	}
 	if !s.direct.begin() {
 		return s.closed()
 	}

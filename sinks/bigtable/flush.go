@@ -105,11 +105,60 @@ func group(items []*item) []bulk {
 	return bulks
 }
 
+// awaitAfter waits for what the items' rows wait for (item.after: their
+// messages' dedupe claims, queued ahead of them and nearly always durable
+// long before the batch goes), and returns nil when every item may be
+// written, or each item's error (nil for those that may).
+func awaitAfter(ctx context.Context, items []*item) []error {
+	var errs []error
+	for i, it := range items {
+		if it.after == nil {
+			continue
+		}
+		if err := it.after.Wait(ctx); err != nil {
+			if errs == nil {
+				errs = make([]error, len(items))
+			}
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// flushReady flushes the items whose after allowed it (errs[i] nil) and
+// returns every item's result: after's error for the others.
+func (s *Sink) flushReady(ctx context.Context, items []*item, errs []error) []error {
+	ready := make([]*item, 0, len(items))
+	for i, it := range items {
+		if errs[i] == nil {
+			ready = append(ready, it)
+		}
+	}
+	if len(ready) == 0 {
+		return errs
+	}
+	out := s.flush(ctx, ready) // their after is done: no wait again
+	if out == nil {
+		return errs // every ready item was written
+	}
+	k := 0
+	for i := range items {
+		if errs[i] == nil {
+			errs[i] = out[k]
+			k++
+		}
+	}
+	return errs
+}
+
 // flush is the batcher's FlushFunc: the batch's rows, flattened into one
 // ApplyBulk per table (run at once when there are several), each call's
 // per-entry results classified and the rows not written counted, and then
 // each item's result made of its rows' (results).
 func (s *Sink) flush(ctx context.Context, items []*item) []error {
+	if errs := awaitAfter(ctx, items); errs != nil {
+		return s.flushReady(ctx, items, errs)
+	}
 	bulks := group(items)
 	if len(bulks) == 1 {
 		s.flushBulk(ctx, &bulks[0])

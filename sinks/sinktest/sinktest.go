@@ -60,6 +60,8 @@ func RunConformance(t *testing.T, newSink NewSink, opts Options) {
 		{"Write with an ended ctx returns its error", testEndedCtx},
 		{"Close is idempotent and Write after Close fails with ErrClosed", testClose},
 		{"Close lets the writes in progress finish", testCloseDuringWrites},
+		{"rows wait for their After before they are written", testAfterWaited},
+		{"rows whose After fails are not written, beside rows that are", testAfterFailed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -322,4 +324,81 @@ func testCloseDuringWrites(t *testing.T, s sinks.Sink, read ReadBack, _ Options)
 			t.Errorf("row %q: Write during Close = %v, want nil or ErrClosed", key, err)
 		}
 	}
+}
+
+// gate is a sinks.Ready that lets the rows go once opened, or fails them
+// with err.
+type gate struct {
+	open chan struct{}
+	err  error
+}
+
+func (g *gate) Wait(ctx context.Context) error {
+	select {
+	case <-g.open:
+		return g.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// testAfterWaited: rows whose After has not returned are not written, and
+// Write waits; once After returns nil they are, and Write returns nil.
+func testAfterWaited(t *testing.T, s sinks.Sink, read ReadBack, _ Options) {
+	g := &gate{open: make(chan struct{})}
+	rows := message(7)
+	for i := range rows {
+		rows[i].After = g
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Write(context.Background(), rows) }()
+	time.Sleep(100 * time.Millisecond) // longer than any batch waits
+	for _, r := range rows {
+		if v, _ := read(r.Table, r.Key); v != nil {
+			t.Fatalf("row %q written before its After returned", r.Key)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Write returned %v before its rows' After did", err)
+	default:
+	}
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	for _, r := range rows {
+		checkRow(t, read, r)
+	}
+}
+
+// testAfterFailed: a message whose After fails writes none of its rows and
+// Write returns After's error; another message written at the same time
+// (the same batch, for a sink that batches) lands.
+func testAfterFailed(t *testing.T, s sinks.Sink, read ReadBack, _ Options) {
+	lost := errors.New("the claim decided nothing")
+	g := &gate{open: make(chan struct{}), err: lost}
+	failing, fine := message(8), one(row("after-fine", 9))
+	for i := range failing {
+		failing[i].After = g
+	}
+	var wg sync.WaitGroup
+	var failErr, fineErr error
+	wg.Go(func() { failErr = s.Write(context.Background(), failing) })
+	wg.Go(func() { fineErr = s.Write(context.Background(), fine) })
+	time.Sleep(20 * time.Millisecond)
+	close(g.open)
+	wg.Wait()
+	if !errors.Is(failErr, lost) {
+		t.Fatalf("the Write whose After failed returned %v; want its error", failErr)
+	}
+	if fineErr != nil {
+		t.Fatalf("the other Write: %v", fineErr)
+	}
+	for _, r := range failing {
+		if v, _ := read(r.Table, r.Key); v != nil {
+			t.Fatalf("row %q written though its After failed", r.Key)
+		}
+	}
+	checkRow(t, read, fine[0])
 }

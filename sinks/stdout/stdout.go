@@ -89,6 +89,11 @@ func (s *Sink) Write(ctx context.Context, rows []sinks.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	if after := rows[0].After; after != nil {
+		if err := after.Wait(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.acquire(ctx); err != nil {
 		return err
 	}
