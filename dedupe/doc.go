@@ -83,6 +83,7 @@
 //     means it was. The call runs on a goroutine of an internal/warm pool:
 //     its depth grew the Pub/Sub callback's fresh stack once or twice per
 //     message, 11% of the process's CPU.
+//
 //  2. Alone: the filters answer as below, and the claim is an
 //     unconditional write, batched. It is trusted only if the membership
 //     still says alone once the write returned, and the fast path had not
@@ -93,6 +94,23 @@
 //     its own and is a duplicate. Meanwhile a row names two claimants, and
 //     a delivery that finds its own claim beside another's looks again
 //     (20 ms doubling to 1 s).
+//
+//     The pipeline claims with ClaimAhead: on this path (alone, a key the
+//     filters answer "new" for) the claim's write is queued in a batch of
+//     its own and ClaimAhead returns at once; the Claim's Ready goes with
+//     the message's rows (sinks.Row.After), and the sink sends none of
+//     them before Ready's Wait returned nil, which it does once the claim
+//     is durable and trusted (the check above, and the conditional
+//     mutation of a claim trusted too late, run in that Wait). So the
+//     order of effects is the same, claim then rows then ack, but the
+//     message waits once, for its rows' batch, not for the claim's first:
+//     the claims gather for Config.ClaimDelay (a quarter of the sink's
+//     batch delay, at most 5 ms) while the rows gather for the whole of
+//     it. A claim whose Wait fails decided nothing (its write failed; or,
+//     trusted too late, it found another message's claim and withdrew):
+//     none of its rows was written, and the pipeline gives the key up
+//     (Release) and claims it again with Claim, which waits.
+//
 //  3. Commit writes nothing for a Claim: it ends the hold, so that the
 //     deliveries of the key waiting in this process are duplicates. While
 //     a live peer lacks MemberTag (a process of the version before, whose

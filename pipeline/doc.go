@@ -21,7 +21,9 @@
 //   - Every delivery ends in exactly one Outcome; only Retry nacks.
 //   - Order of effects: in exactly_once mode the dedupe key's claim (which
 //     decides the key: package dedupe), then the rows durable in the sink,
-//     then the ack. A redelivery of the message resumes its claim and
+//     then the ack. A claim made on the fast path is queued ahead of the
+//     rows (ClaimAhead) rather than waited for: the sink sends no row before
+//     the claim's Ready returned nil (sinks.Row.After), so the order holds. A redelivery of the message resumes its claim and
 //     writes the same cells again (counted in resumed). A message is dead-lettered only for bad input, a late
 //     event under late_data: dead_letter, or a sink's proven rejection, and
 //     acked only after the dead-letter output confirmed the copy.
@@ -65,6 +67,8 @@
 //	                                                             duplicate if another message claimed the
 //	                                                             key, written if its own message did
 //	dedupe claim   catalog unreadable                            retry
+//	dedupe claim   a claim queued ahead failed, or lost its key     no row written; the key given up
+//	(ahead)        once trusted too late                         and claimed again (Claim), waiting
 //	sink           any row of the message refused, as below      sink_rejected, the cause naming the row
 //	sink, before   key over 4 KiB, cell over 100 MiB, row over   sink_rejected (too_large first when
 //	any I/O        256 MiB, qualifier over 16 KiB, >100k cells,  the app passes the sink's Limits)
