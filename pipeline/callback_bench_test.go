@@ -22,12 +22,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pubsink/pubsink/config"
-	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/pipeline"
 	btsink "github.com/pubsink/pubsink/sinks/bigtable"
 	"github.com/pubsink/pubsink/source"
-	"github.com/pubsink/pubsink/watermark"
 )
 
 // BenchmarkCallback puts, side by side in one process, what the bench
@@ -143,21 +141,7 @@ func benchmarkPipelineCallback(b *testing.B, mode string) {
 	workCtx, cancel := context.WithCancel(context.WithoutCancel(context.Background()))
 	defer cancel()
 	if pc.ExactlyOnce() {
-		d := dedupe.New(client, zap.NewNop(), dedupe.Config{Pipeline: pc.Name, Table: "state", Window: pc.Dedupe.Window, Metrics: m})
-		ran := make(chan struct{})
-		go func() { defer close(ran); d.Run(workCtx) }()
-		defer func() { cancel(); <-ran; d.Close(context.Background()) }()
-		for !d.Stats().Rebuilt { // claims read the catalog until then
-			time.Sleep(time.Millisecond)
-		}
-		tr, err := watermark.NewTracker(nil, nil, zap.NewNop(), watermark.Config{
-			Pipeline: pc.Name, TimestampAttribute: pc.Source.TimestampAttribute, TimestampFormat: pc.Source.TimestampFormat,
-			Band: pc.Watermark.EstimationBand, Metrics: m,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		deps.Dedupe, deps.Tracker = d, tr
+		exactlyOnce(b, workCtx, client, pc, &deps)
 	}
 	p, err := pipeline.New(zap.NewNop(), pc, deps)
 	if err != nil {

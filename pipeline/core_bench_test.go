@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cbt "cloud.google.com/go/bigtable"
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
@@ -76,22 +77,7 @@ func benchmarkCore(b *testing.B, mode string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if pc.ExactlyOnce() {
-		d := dedupe.New(pipeline.BttestClient(b), zap.NewNop(), dedupe.Config{Pipeline: pc.Name, Table: "state", Window: pc.Dedupe.Window, Metrics: m})
-		ran := make(chan struct{})
-		go func() { defer close(ran); d.Run(ctx) }()
-		defer func() { cancel(); <-ran; d.Close(context.Background()) }()
-		// Claims read the catalog until the filters are rebuilt.
-		for !d.Stats().Rebuilt {
-			time.Sleep(time.Millisecond)
-		}
-		tr, err := watermark.NewTracker(nil, nil, zap.NewNop(), watermark.Config{
-			Pipeline: pc.Name, TimestampAttribute: pc.Source.TimestampAttribute, TimestampFormat: pc.Source.TimestampFormat,
-			Band: pc.Watermark.EstimationBand, Metrics: m,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		deps.Dedupe, deps.Tracker = d, tr
+		exactlyOnce(b, ctx, pipeline.BttestClient(b), pc, &deps)
 	}
 	p, err := pipeline.New(zap.NewNop(), pc, deps)
 	if err != nil {
@@ -127,6 +113,30 @@ func benchmarkCore(b *testing.B, mode string) {
 	if got := metrics.Value(m.Committed); got != float64(b.N) {
 		b.Fatalf("%.0f committed, want %d", got, b.N)
 	}
+}
+
+// exactlyOnce sets the dedupe part (its catalog in table "state" of
+// client, alone, its filters rebuilt) and the watermark tracker (no
+// tracking subscription: its bookkeeping only) of deps, as app does for an
+// exactly_once pipeline. They run until ctx ends; the dedupe part is closed
+// at the end of the benchmark.
+func exactlyOnce(b *testing.B, ctx context.Context, client *cbt.Client, pc config.Pipeline, deps *pipeline.Deps) {
+	d := dedupe.New(client, zap.NewNop(), dedupe.Config{Pipeline: pc.Name, Table: "state", Window: pc.Dedupe.Window, Metrics: deps.Metrics})
+	ran := make(chan struct{})
+	go func() { defer close(ran); d.Run(ctx) }()
+	b.Cleanup(func() { <-ran; d.Close(context.Background()) })
+	// Claims read the catalog until the filters are rebuilt.
+	for !d.Stats().Rebuilt {
+		time.Sleep(time.Millisecond)
+	}
+	tr, err := watermark.NewTracker(nil, nil, zap.NewNop(), watermark.Config{
+		Pipeline: pc.Name, TimestampAttribute: pc.Source.TimestampAttribute, TimestampFormat: pc.Source.TimestampFormat,
+		Band: pc.Watermark.EstimationBand, Metrics: deps.Metrics,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	deps.Dedupe, deps.Tracker = d, tr
 }
 
 // coreMessages are n distinct messages shaped like the bench command's:

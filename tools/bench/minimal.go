@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,26 +27,7 @@ import (
 // process collectors, served gzipped by promhttp through internal/server),
 // the commit-latency histogram observed per message, and the gRPC
 // interceptor that counts the writes.
-func runMinimal(args []string) int {
-	var proj, sub, inst, table, family, addr *string
-	var streams *int
-	return subcommand("minimal", args, func(fs *flag.FlagSet) {
-		proj = fs.String("project", project, "project")
-		sub = fs.String("subscription", "", "full subscription name")
-		inst = fs.String("instance", instance, "Bigtable instance")
-		table = fs.String("table", "", "sink table")
-		family = fs.String("family", "d", "column family")
-		streams = fs.Int("streams", 10, "StreamingPull streams (0: the client's default)")
-		addr = fs.String("http", "127.0.0.1:0", "address of its /metrics")
-	}, func(ctx context.Context, pf *profileFlags) error {
-		stopProfiles, err := pf.start()
-		if err != nil {
-			return err
-		}
-		err = minimalRun(ctx, *proj, *sub, *inst, *table, *family, *streams, *addr)
-		return errors.Join(err, stopProfiles())
-	})
-}
+func runMinimal(args []string) int { return runBaseline("minimal", args, minimalRun) }
 
 func minimalRun(ctx context.Context, proj, sub, inst, table, family string, streams int, addr string) error {
 	ps, err := pubsub.NewClient(context.WithoutCancel(ctx), proj)
@@ -74,31 +52,10 @@ func minimalRun(ctx context.Context, proj, sub, inst, table, family string, stre
 
 	w := &writer{table: bt.Open(table), in: make(chan *row), slots: make(chan struct{}, flushesInFlight),
 		sent: func(rows int) { counts.mutations.Add(int64(rows)) }}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); w.collect() }()
-
-	s := ps.Subscriber(sub)
-	if streams > 0 {
-		s.ReceiveSettings.NumGoroutines = streams
-	}
-	s.ReceiveSettings.MaxOutstandingMessages = maxOutstanding
-	err = s.Receive(ctx, func(_ context.Context, msg *pubsub.Message) {
-		r := newRow(msg, family)
-		w.in <- r
-		if err := <-r.done; err != nil {
-			msg.Nack()
-			return
-		}
+	return receiveRows(ctx, ps.Subscriber(sub), streams, family, w, func(msg *pubsub.Message) {
 		msg.Ack()
 		counts.committed.Add(1)
 	})
-	close(w.in) // every callback returned: nothing more comes
-	wg.Wait()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
 // minimalCounts are the minimal connector's two counters, served as the

@@ -27,23 +27,27 @@ import (
 // Bigtable mutation counter in the same registry, served the same way, so
 // that the bench scrapes every connector alike. The minimal connector
 // (minimal.go) is this without them: the same subscriber, writer and row.
-func runNaive(args []string) int {
+func runNaive(args []string) int { return runBaseline("naive", args, naiveRun) }
+
+// runBaseline is a baseline connector's subcommand (naive, minimal): the
+// flags both take, then run with the profiles started.
+func runBaseline(name string, args []string, run func(ctx context.Context, proj, sub, inst, table, family string, streams int, addr string) error) int {
 	var proj, sub, inst, table, family, addr *string
 	var streams *int
-	return subcommand("naive", args, func(fs *flag.FlagSet) {
+	return subcommand(name, args, func(fs *flag.FlagSet) {
 		proj = fs.String("project", project, "project")
 		sub = fs.String("subscription", "", "full subscription name")
 		inst = fs.String("instance", instance, "Bigtable instance")
 		table = fs.String("table", "", "sink table")
 		family = fs.String("family", "d", "column family")
 		streams = fs.Int("streams", 10, "StreamingPull streams (0: the client's default)")
-		addr = fs.String("http", "127.0.0.1:0", "metrics address")
+		addr = fs.String("http", "127.0.0.1:0", "address of its /metrics")
 	}, func(ctx context.Context, pf *profileFlags) error {
 		stopProfiles, err := pf.start()
 		if err != nil {
 			return err
 		}
-		err = naiveRun(ctx, *proj, *sub, *inst, *table, *family, *streams, *addr)
+		err = run(ctx, *proj, *sub, *inst, *table, *family, *streams, *addr)
 		return errors.Join(err, stopProfiles())
 	})
 }
@@ -80,25 +84,33 @@ func naiveRun(ctx context.Context, proj, sub, inst, table, family string, stream
 	defer srv.Shutdown(context.Background())
 
 	w := &writer{table: bt.Open(table), in: make(chan *row), slots: make(chan struct{}, flushesInFlight)}
+	return receiveRows(ctx, ps.Subscriber(sub), streams, family, w, func(msg *pubsub.Message) {
+		m.Committed.Inc()
+		m.CommitLatency.Observe(time.Since(msg.PublishTime).Seconds())
+		msg.Ack()
+	})
+}
+
+// receiveRows is a baseline connector's subscriber (naive, minimal): the
+// bench's streams and flow control, each message's row handed to w, and
+// written (then the message is the done callback's to ack) or nacked.
+// It returns once Receive has, with its error, and every row written.
+func receiveRows(ctx context.Context, s *pubsub.Subscriber, streams int, family string, w *writer, written func(*pubsub.Message)) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); w.collect() }()
-
-	s := ps.Subscriber(sub)
 	if streams > 0 {
 		s.ReceiveSettings.NumGoroutines = streams
 	}
 	s.ReceiveSettings.MaxOutstandingMessages = maxOutstanding
-	err = s.Receive(ctx, func(_ context.Context, msg *pubsub.Message) {
+	err := s.Receive(ctx, func(_ context.Context, msg *pubsub.Message) {
 		r := newRow(msg, family)
 		w.in <- r
 		if err := <-r.done; err != nil {
 			msg.Nack()
 			return
 		}
-		m.Committed.Inc()
-		m.CommitLatency.Observe(time.Since(msg.PublishTime).Seconds())
-		msg.Ack()
+		written(msg)
 	})
 	close(w.in) // every callback returned: nothing more comes
 	wg.Wait()
