@@ -177,7 +177,8 @@
 // calls in flight), the same row (key = the id attribute, one column with
 // the payload, cell timestamp = the event time; unless -fields, -payload,
 // -elements or a connector suffix, below, change pubsink's), and are
-// scraped the same way (GET /metrics every 250 ms).
+// scraped the same way (GET /metrics every 250 ms, without gzip: see
+// "Baselines"; -scrape-gzip asks for it, as Go's client does by default).
 //
 // # Baselines
 //
@@ -199,8 +200,8 @@
 //     retried request again). A ratio to minimal is the whole of what
 //     pubsink costs, its observability included.
 //   - "ratios to naive (the bench's naive connector: ...)": to minimal
-//     plus pubsink's metrics registry and server (promhttp, gzipped when
-//     asked, as the bench's Go client asks; the Go and process collectors),
+//     plus pubsink's metrics registry and server (promhttp, which gzips
+//     when asked; the Go and process collectors),
 //     a commit-latency histogram observed per message and pubsink's gRPC
 //     interceptor on its Bigtable connection (internal/metrics), so that it
 //     is scraped, and counts its writes, exactly as pubsink is. A ratio to
@@ -217,7 +218,12 @@
 // The interceptor's own code and the histogram's Observe had no sample
 // (the interceptor's 9 samples are all in the call it wraps). The scrape
 // is a cost per second (about 12 ms of CPU a second at 250 ms), so per
-// message it weighs more at a low rate. Both run in this binary, whose
+// message it weighs more at a low rate. Since then the bench scrapes
+// without gzip: four scrapes a second, where a Prometheus server scrapes
+// every 15 to 60 s, made gzip's cost a larger share of a connector's CPU
+// than in any deployment, and a larger one for pubsink's registry than for
+// minimal's two lines; in the final runs of issue 36 naive / minimal was
+// 1.088 [0.986–1.218] (5 rounds). Both run in this binary, whose
 // package inits (about 450, some 4 MB of heap and tens of ms) a
 // stand-alone connector would not all have: they are in both baselines'
 // CPU and RSS.
