@@ -174,7 +174,8 @@
 // minimal and naive connectors keep the client's default of one budget for
 // all streams, as a plain subscriber does, where pubsink splits it between
 // its streams), the same batching (500 rows, 4 MiB, 20 ms, four ApplyBulk
-// calls in flight), the same row (key = the id attribute, one column with
+// calls in flight; pubsink's sink has eight, since in exactly_once a batch
+// whose rows wait for their dedupe claims holds one meanwhile), the same row (key = the id attribute, one column with
 // the payload, cell timestamp = the event time; unless -fields, -payload,
 // -elements or a connector suffix, below, change pubsink's), and are
 // scraped the same way (GET /metrics every 250 ms, without gzip: see
