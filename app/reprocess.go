@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -455,9 +456,12 @@ func restorePointName(cfg *config.Config, live string, start time.Time) string {
 	return snapshotName(cfg, id+"-restore-"+strings.ToLower(start.UTC().Format("20060102t150405z")))
 }
 
+// holderID names this process in the reprocess lock: unique, since the
+// lock's writes are fenced on it (two pods of one Job may share a host
+// name and a pid).
 func holderID() string {
 	host, _ := os.Hostname()
-	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
+	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + rand.Text()[:13]
 }
 
 func describeRange(r *reprocess.Record) string {

@@ -12,9 +12,12 @@
 // cells: run, the Record (JSON: the run's name, range, subscription and
 // restore point), and lock, "HOLDER@EXPIRY" (unix milliseconds). A run
 // takes the lock by a conditional mutation on the cell's value, renews it
-// every LockRenew, and writes or deletes the record only by a conditional
-// mutation on its own lock value: a process that lost the lock (paused past
-// its expiry, taken over by a restart) can change nothing, and stops. A
+// every LockRenew, and renews it and writes or deletes the record only by
+// a conditional mutation on the cell naming its own holder (an id unique
+// to the process), whatever expiry the cell carries: a renewal applied
+// whose answer was lost does not cost the run its lock, and a process that
+// lost the lock (paused past its expiry, taken over by a restart) can
+// change nothing, and stops. A
 // second run while the lock is renewed is refused (ErrLocked); a lock that
 // lapsed (its holder was killed) is taken over after its expiry, and the
 // record found again, so that the run resumes where it was: its

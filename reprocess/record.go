@@ -175,14 +175,18 @@ func (s *Store) Held(ctx context.Context) (*Holder, error) {
 	return nil, nil
 }
 
-// Lock is a run's hold of its pipeline's row. Its methods are serialized:
-// each conditional write expects the value the previous one wrote.
+// Lock is a run's hold of its pipeline's row. Each of its conditional
+// writes expects the lock cell to name this run's holder id (unique per
+// process), whatever expiry it carries: a renewal that Bigtable applied but
+// whose answer was lost (its context cancelled as the run stopped, a
+// deadline under load) leaves a later expiry than the run knows of, and the
+// run still holds the lock. Another holder's value (a takeover) fails
+// every write.
 type Lock struct {
 	s  *Store
 	id string
 
-	mu    sync.Mutex
-	value string // the cell as this run last wrote it
+	mu sync.Mutex // serializes the run's own writes
 }
 
 // Acquire takes the lock for holder id. A lock held and renewed by another
@@ -235,35 +239,44 @@ func (s *Store) Acquire(ctx context.Context, id string, wait func(Holder)) (*Loc
 	return l, nil
 }
 
-// swap writes a fresh lock value if the cell still holds expect ("":
-// absent).
-func (l *Lock) swap(ctx context.Context, expect string) (bool, error) {
+// write sets a fresh lock value for this run if the cell matches when
+// (nil: the cell is absent).
+func (l *Lock) write(ctx context.Context, when bigtable.Filter) (bool, error) {
 	next := l.id + "@" + strconv.FormatInt(l.s.now().Add(LockLease).UnixMilli(), 10)
 	set := bigtable.NewMutation()
 	set.DeleteCellsInColumn(state.FamilyMeta, lockColumn)
 	set.Set(state.FamilyMeta, lockColumn, bigtable.Now().TruncateToMilliseconds(), []byte(next))
 	var cm *bigtable.Mutation
-	if expect == "" {
+	if when == nil {
 		cm = bigtable.NewCondMutation(columnIs(lockColumn), nil, set)
 	} else {
-		cm = bigtable.NewCondMutation(valueIs(lockColumn, expect), set, nil)
+		cm = bigtable.NewCondMutation(when, set, nil)
 	}
 	var matched bool
 	if err := l.s.table.Apply(ctx, l.s.row, cm, bigtable.GetCondMutationResult(&matched)); err != nil {
 		return false, fmt.Errorf("write the reprocess lock (%s): %w", l.s.row, err)
 	}
-	if matched != (expect != "") {
-		return false, nil
+	return matched == (when != nil), nil
+}
+
+// swap takes the lock if the cell still holds expect ("": absent).
+func (l *Lock) swap(ctx context.Context, expect string) (bool, error) {
+	if expect == "" {
+		return l.write(ctx, nil)
 	}
-	l.value = next
-	return true, nil
+	return l.write(ctx, valueIs(lockColumn, expect))
+}
+
+// mine matches the lock cell while it names this run's holder.
+func (l *Lock) mine() bigtable.Filter {
+	return bigtable.ChainFilters(columnIs(lockColumn), bigtable.ValueFilter("^"+regexp.QuoteMeta(l.id)+"@[0-9]+$"))
 }
 
 // Renew extends the lock; ErrLostLock when another run took it.
 func (l *Lock) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ok, err := l.swap(ctx, l.value)
+	ok, err := l.write(ctx, l.mine())
 	if err != nil {
 		return err
 	}
@@ -321,12 +334,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	return l.fenced(ctx, m, "release the lock")
 }
 
-// fenced applies m if the lock cell is still this run's.
+// fenced applies m if the lock cell still names this run's holder.
 func (l *Lock) fenced(ctx context.Context, m *bigtable.Mutation, what string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var matched bool
-	if err := l.s.table.Apply(ctx, l.s.row, bigtable.NewCondMutation(valueIs(lockColumn, l.value), m, nil), bigtable.GetCondMutationResult(&matched)); err != nil {
+	if err := l.s.table.Apply(ctx, l.s.row, bigtable.NewCondMutation(l.mine(), m, nil), bigtable.GetCondMutationResult(&matched)); err != nil {
 		return fmt.Errorf("%s (%s): %w", what, l.s.row, err)
 	}
 	if !matched {

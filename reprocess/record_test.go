@@ -3,6 +3,7 @@ package reprocess
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"cloud.google.com/go/bigtable"
 
 	"github.com/pubsink/pubsink/internal/fake"
+	"github.com/pubsink/pubsink/internal/state"
 )
 
 // stateTable returns a client of a fresh state table on bttest.
@@ -150,5 +152,52 @@ func TestRecordSameRange(t *testing.T) {
 	snap := &Record{Snapshot: "projects/p/snapshots/s", Until: until}
 	if !snap.Same(Range{Snapshot: "projects/p/snapshots/s"}) || snap.Same(Range{Snapshot: "projects/p/snapshots/t"}) || snap.Same(Range{From: from}) {
 		t.Error("a snapshot's run is the same only with that snapshot")
+	}
+}
+
+// TestARenewalWhoseAnswerWasLostKeepsTheLock: a renewal Bigtable applied
+// but whose answer the run never got (its context cancelled as the run
+// stopped, a deadline under load) leaves the cell with an expiry the run
+// does not know; the run still holds the lock and can finish. Another
+// holder's value in the cell still fails every write.
+func TestARenewalWhoseAnswerWasLostKeepsTheLock(t *testing.T) {
+	ctx := context.Background()
+	table := stateTable(t)
+	s := NewStore(table, "orders", nil)
+	l, err := s.Acquire(ctx, "run-a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Save(ctx, &Record{Name: "orders~r1", Pipeline: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	setLock := func(v string) {
+		t.Helper()
+		m := bigtable.NewMutation()
+		m.DeleteCellsInColumn(state.FamilyMeta, lockColumn)
+		m.Set(state.FamilyMeta, lockColumn, bigtable.Now().TruncateToMilliseconds(), []byte(v))
+		if err := table.Apply(ctx, Row("orders"), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The renewal that landed unanswered.
+	setLock("run-a@" + strconv.FormatInt(time.Now().Add(LockLease+LockRenew).UnixMilli(), 10))
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("renewing after a lost answer: %v", err)
+	}
+	if err := l.Save(ctx, &Record{Name: "orders~r1", Pipeline: "orders", Ready: true}); err != nil {
+		t.Fatalf("saving after a lost answer: %v", err)
+	}
+	// A holder whose id only begins like this run's is another holder.
+	setLock("run-ab@" + strconv.FormatInt(time.Now().Add(LockLease).UnixMilli(), 10))
+	if err := l.Save(ctx, &Record{Name: "stale"}); !errors.Is(err, ErrLostLock) {
+		t.Errorf("saving under run-ab's lock: %v, want ErrLostLock", err)
+	}
+	setLock("run-a@" + strconv.FormatInt(time.Now().UnixMilli(), 10))
+	if err := l.Finish(ctx); err != nil {
+		t.Fatalf("finishing after a lost answer: %v", err)
+	}
+	if got, _ := s.Load(ctx); got != nil {
+		t.Errorf("the record after Finish: %+v", got)
 	}
 }
