@@ -250,6 +250,16 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	} else {
 		fmt.Fprintf(out, "reprocess %s: resuming (%s)\n", rec.Name, describeRange(rec))
 	}
+	if rec.Done {
+		// Stopped or killed during its end: the range was done, what is
+		// left is the end itself.
+		if err := endRun(ctx, ps, lock, rec); err != nil {
+			return err
+		}
+		finished = true
+		printSummary(out, rec, reprocess.Progress{}, nil, now().Sub(rec.Started))
+		return nil
+	}
 	// Only a process that seeked the subscription sees the whole range: a
 	// resumed one counts what it did since.
 	seeked := !rec.Ready
@@ -329,10 +339,11 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := ps.SubscriptionAdminClient.DeleteSubscription(cctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: rec.Subscription}); err != nil && status.Code(err) != codes.NotFound {
-		return fmt.Errorf("reprocess: delete the run's subscription %s: %w", rec.Subscription, err)
+	rec.Done = true
+	if err := lock.Save(cctx, rec); err != nil {
+		return err
 	}
-	if err := lock.Finish(cctx); err != nil {
+	if err := endRun(cctx, ps, lock, rec); err != nil {
 		return err
 	}
 	finished = true
@@ -341,6 +352,16 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		return nil
 	}
 	return emptyRange(cctx, ps, stateTable, pc.Name, liveSub.GetTopic(), rec, out)
+}
+
+// endRun deletes the run's subscription, then its record and lock. The
+// record says Done first, so that a run killed between the two finishes
+// its end when run again instead of looking for the deleted subscription.
+func endRun(ctx context.Context, ps *pubsub.Client, lock *reprocess.Lock, rec *reprocess.Record) error {
+	if err := ps.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: rec.Subscription}); err != nil && status.Code(err) != codes.NotFound {
+		return fmt.Errorf("reprocess: delete the run's subscription %s: %w", rec.Subscription, err)
+	}
+	return lock.Finish(ctx)
 }
 
 // emptyRange answers a run that got no message of its range. It is an

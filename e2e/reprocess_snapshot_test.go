@@ -119,3 +119,55 @@ func TestReprocessRefusesAnotherRangeWhileOneIsOnRecord(t *testing.T) {
 		t.Fatalf("resumed with its own arguments: %v\n%s", err, out.String())
 	}
 }
+
+// TestReprocessKilledDuringItsEndFinishesItWhenRunAgain: a run killed after
+// its range was done and its subscription deleted, before its record was
+// (the record says done), finishes its end when run again: exit 0, the
+// record gone, instead of failing on the subscription it deleted.
+func TestReprocessKilledDuringItsEndFinishesItWhenRunAgain(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	_, cfg := e.writeConfig(e.snapshotYAML())
+	e.publish(0, 10)
+	live := "projects/" + project + "/subscriptions/" + e.sub
+	snap := "a-" + e.sub
+	if _, err := e.pubsub.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/" + snap, Subscription: live}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	go func() { time.Sleep(3 * time.Second); cancel() }()
+	if err := app.Reprocess(sctx, nopLogger(), cfg, app.ReprocessRequest{Pipeline: "e2e", Snapshot: snap, Idle: time.Hour}, e.reprocessOptions(), io.Discard, io.Discard); !errors.Is(err, app.ErrReprocessStopped) {
+		t.Fatalf("a stopped run: %v, want ErrReprocessStopped", err)
+	}
+	// What a kill between the end's two deletions leaves: the record
+	// marked done, its subscription gone.
+	store := reprocess.NewStore(e.bigtable.Open(e.stateTable), "e2e", nil)
+	lock, err := store.Acquire(ctx, "the-killed-run", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Load(ctx)
+	if err != nil || rec == nil || !rec.Ready {
+		t.Fatalf("the stopped run's record: %+v, %v", rec, err)
+	}
+	rec.Done = true
+	if err := lock.Save(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pubsub.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: rec.Subscription}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := app.Reprocess(ctx, nopLogger(), cfg, app.ReprocessRequest{Pipeline: "e2e", Snapshot: snap, Idle: 2 * time.Second}, e.reprocessOptions(), &out, io.Discard); err != nil || !strings.Contains(out.String(), "done in") {
+		t.Fatalf("run again after a kill during its end: %v, want done\n%s", err, out.String())
+	}
+	if got, err := store.Load(ctx); err != nil || got != nil {
+		t.Errorf("the record after the end was finished: %+v, %v", got, err)
+	}
+	if e.subscriptionExists(rec.Subscription) {
+		t.Error("the run's subscription is back")
+	}
+}

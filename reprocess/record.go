@@ -33,6 +33,9 @@ type Record struct {
 	// it was created and seeked, so that a restart reads it as it is.
 	Subscription string `json:"subscription"`
 	Ready        bool   `json:"ready"`
+	// Done says the range was done and the run's end began: a restart
+	// only finishes the end (the subscription may be gone already).
+	Done bool `json:"done,omitempty"`
 	// RestorePoint is the snapshot of the live subscription taken first
 	// (full name), "" with --no-restore-point.
 	RestorePoint string    `json:"restore_point,omitempty"`
