@@ -305,7 +305,7 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 		defer close(kept)
 		if err := lock.Keep(runCtx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
 			lost = err
-			log.Error("the reprocess lock was taken over: stopping", zap.Error(err))
+			log.Error("stopping: the reprocess lock", zap.Error(err))
 			stopRun()
 		}
 	}()
@@ -331,6 +331,11 @@ func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req Rep
 	switch {
 	case runErr != nil:
 		return runErr
+	case errors.Is(lost, reprocess.ErrLapsing):
+		// The state table did not answer: stopped before the lock could
+		// lapse, resumable like any other stop.
+		fmt.Fprintf(out, "reprocess %s: stopped after %d messages: %v; run the same command again to resume\n", rec.Name, p.Done, lost)
+		return ErrReprocessStopped
 	case lost != nil:
 		return lost
 	case !rangeDone:

@@ -79,10 +79,15 @@ const (
 )
 
 // Lock timing: the lock lasts LockLease past its last renewal, renewed
-// every LockRenew. A killed run's successor waits at most LockLease.
+// every LockRenew (each renewal given LockRenew to land). A killed run's
+// successor waits at most LockLease. A run that could not renew its lock
+// stops StopMargin before it would lapse, so that it has stopped writing
+// when a successor may take over: a state table that stalls for less than
+// LockLease-StopMargin costs the run nothing.
 const (
-	LockLease = 15 * time.Second
-	LockRenew = 3 * time.Second
+	LockLease  = 15 * time.Second
+	LockRenew  = 3 * time.Second
+	StopMargin = 2 * LockRenew
 )
 
 // ErrLocked is the answer to a run of a pipeline another run holds.
@@ -90,6 +95,11 @@ var ErrLocked = errors.New("another reprocess of this pipeline is running")
 
 // ErrLostLock says the run's lock was taken over: it must stop.
 var ErrLostLock = errors.New("the reprocess lock was taken over by another run")
+
+// ErrLapsing says the run could not renew its lock and it would lapse
+// within StopMargin: the run stops (it may resume), before another run can
+// take over.
+var ErrLapsing = errors.New("the reprocess lock could not be renewed in time")
 
 // Store is a pipeline's reprocess row.
 type Store struct {
@@ -189,7 +199,8 @@ type Lock struct {
 	s  *Store
 	id string
 
-	mu sync.Mutex // serializes the run's own writes
+	mu    sync.Mutex // serializes the run's own writes
+	until time.Time  // the expiry of the last lock write known to have landed
 }
 
 // Acquire takes the lock for holder id. A lock held and renewed by another
@@ -245,7 +256,8 @@ func (s *Store) Acquire(ctx context.Context, id string, wait func(Holder)) (*Loc
 // write sets a fresh lock value for this run if the cell matches when
 // (nil: the cell is absent).
 func (l *Lock) write(ctx context.Context, when bigtable.Filter) (bool, error) {
-	next := l.id + "@" + strconv.FormatInt(l.s.now().Add(LockLease).UnixMilli(), 10)
+	until := l.s.now().Add(LockLease)
+	next := l.id + "@" + strconv.FormatInt(until.UnixMilli(), 10)
 	set := bigtable.NewMutation()
 	set.DeleteCellsInColumn(state.FamilyMeta, lockColumn)
 	set.Set(state.FamilyMeta, lockColumn, bigtable.Now().TruncateToMilliseconds(), []byte(next))
@@ -259,7 +271,11 @@ func (l *Lock) write(ctx context.Context, when bigtable.Filter) (bool, error) {
 	if err := l.s.table.Apply(ctx, l.s.row, cm, bigtable.GetCondMutationResult(&matched)); err != nil {
 		return false, fmt.Errorf("write the reprocess lock (%s): %w", l.s.row, err)
 	}
-	return matched == (when != nil), nil
+	if matched != (when != nil) {
+		return false, nil
+	}
+	l.until = until
+	return true, nil
 }
 
 // swap takes the lock if the cell still holds expect ("": absent).
@@ -290,8 +306,9 @@ func (l *Lock) Renew(ctx context.Context) error {
 }
 
 // Keep renews the lock every LockRenew until ctx ends, and returns
-// ErrLostLock as soon as the lock was taken over. A failed renewal is
-// retried at the next tick: the lock holds for LockLease.
+// ErrLostLock as soon as the lock was taken over. A failed renewal (given
+// LockRenew to land) is reported to failed and retried at the next tick;
+// once the lock would lapse within StopMargin, Keep returns ErrLapsing.
 func (l *Lock) Keep(ctx context.Context, failed func(error)) error {
 	t := time.NewTicker(LockRenew)
 	defer t.Stop()
@@ -301,12 +318,31 @@ func (l *Lock) Keep(ctx context.Context, failed func(error)) error {
 			return nil
 		case <-t.C:
 		}
-		if err := l.Renew(ctx); errors.Is(err, ErrLostLock) {
+		rctx, cancel := context.WithTimeout(ctx, LockRenew)
+		err := l.Renew(rctx)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrLostLock):
 			return err
-		} else if err != nil && ctx.Err() == nil && failed != nil {
-			failed(err)
+		case ctx.Err() != nil:
+			return nil
+		default:
+			if failed != nil {
+				failed(err)
+			}
+			if until := l.held(); !l.s.now().Before(until.Add(-StopMargin)) {
+				return fmt.Errorf("%w (it lapses at %s; the last renewal: %v)", ErrLapsing, until.UTC().Format(time.RFC3339), err)
+			}
 		}
 	}
+}
+
+// held is the expiry of the last lock write known to have landed.
+func (l *Lock) held() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
 }
 
 // Save writes the run's record, if this run still holds the lock.
