@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -42,6 +43,36 @@ func TestReprocessDryRunPrintsTheRangeInOnePrecision(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), c.want) {
 			t.Errorf("--from %s --until %q printed\n%s\nwant %q in it", c.from, c.until, out.String(), c.want)
+		}
+	}
+}
+
+// TestReprocessStoppedAtAnyMomentOfItsStartIsAStop: a reprocess stopped
+// (its context cancelled) at any moment from its first call to its run is
+// ErrReprocessStopped (exit 3: run it again to resume), never a failure,
+// and the next start resumes it.
+func TestReprocessStoppedAtAnyMomentOfItsStartIsAStop(t *testing.T) {
+	f := newFakes(t)
+	ctx := context.Background()
+	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
+	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
+	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	req := ReprocessRequest{Pipeline: "orders", From: from, Until: time.Now().UTC().Format(time.RFC3339Nano), Idle: time.Hour, NoRestorePoint: true}
+	for _, after := range []time.Duration{0, 100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
+		sctx, cancel := context.WithCancel(ctx)
+		timer := time.AfterFunc(after, cancel)
+		var out bytes.Buffer
+		err := Reprocess(sctx, zap.NewNop(), cfg, req, f.opts, &out, io.Discard)
+		timer.Stop()
+		cancel()
+		if !errors.Is(err, ErrReprocessStopped) {
+			t.Errorf("stopped %v after its start: %v, want ErrReprocessStopped\n%s", after, err, out.String())
+		}
+		if !strings.Contains(out.String(), "run the same command again") {
+			t.Errorf("stopped %v after its start, it printed\n%s\nwant how to resume", after, out.String())
 		}
 	}
 }

@@ -129,8 +129,23 @@ func loadJob(path, httpAddr string, logs io.Writer) (*config.Config, *zap.Logger
 //  5. The subscription deleted, the record and lock too, the summary.
 //
 // Stopped (ctx) or failed before step 5, it releases the lock and leaves
-// the rest for a restart.
+// the rest for a restart. Stopped at any moment, it is ErrReprocessStopped
+// (exit 3), never a failure: a call that ctx cancelled is a stop.
 func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req ReprocessRequest, opts Options, out, progress io.Writer) error {
+	err := reprocessSteps(ctx, log, cfg, req, opts, out, progress)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrReprocessStopped) && cancelled(err) {
+		fmt.Fprintf(out, "reprocess of %q: stopped during start-up; run the same command again to resume\n", req.Pipeline)
+		return ErrReprocessStopped
+	}
+	return err
+}
+
+// cancelled reports whether err is a call's answer to its context's end.
+func cancelled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.Canceled
+}
+
+func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, req ReprocessRequest, opts Options, out, progress io.Writer) error {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
