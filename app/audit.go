@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -86,12 +85,21 @@ var ErrAuditFindings = errors.New("audit: something is missing or doubled")
 
 // auditRun is an audit in /status and on the status page, from its start.
 type auditRun struct {
-	name, pipeline, subscription string // set before the HTTP server serves
-	gate                         *reprocess.Gate
+	pipeline string // set before the HTTP server serves
+	gate     *reprocess.Gate
 
-	mu      sync.Mutex
-	phase   string
-	auditor *audit.Auditor // nil while starting
+	mu                 sync.Mutex
+	name, subscription string // renamed when the name existed
+	phase              string
+	auditor            *audit.Auditor // nil while starting
+}
+
+// rename gives the run a new name and subscription: the ones it had
+// existed already.
+func (r *auditRun) rename(name, subscription string) {
+	r.mu.Lock()
+	r.name, r.subscription = name, subscription
+	r.mu.Unlock()
 }
 
 // auditStatus is the audit in /status.
@@ -119,9 +127,9 @@ func (r *auditRun) started(a *audit.Auditor) {
 
 func (r *auditRun) status() *auditStatus {
 	r.mu.Lock()
-	phase, a := r.phase, r.auditor
+	name, sub, phase, a := r.name, r.subscription, r.phase, r.auditor
 	r.mu.Unlock()
-	st := &auditStatus{Name: r.name, Pipeline: r.pipeline, Subscription: r.subscription, Phase: phase, Progress: r.gate.Progress()}
+	st := &auditStatus{Name: name, Pipeline: r.pipeline, Subscription: sub, Phase: phase, Progress: r.gate.Progress()}
 	if a != nil {
 		st.Summary = a.Summary()
 	}
@@ -186,8 +194,9 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 	if until.IsZero() {
 		until = start.Truncate(time.Millisecond)
 	}
-	// Named as a reprocess run is, with "a" for "r": orders~a20261204t091500z.
-	stamp := strings.TrimPrefix(reprocess.NameFor(pc.Name, start), pc.Name+"~r")
+	// Named as a reprocess run is, with "a" for "r":
+	// orders~a20261204t091500z-k3xq7a.
+	stamp := reprocess.Stamp(start)
 	name := pc.Name + "~a" + stamp
 	report, closeReport, err := openReport(req.Report)
 	if err != nil {
@@ -260,17 +269,29 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 	auditor := audit.New(acf)
 	run.started(auditor)
 
-	if err := createAuditSubscription(ctx, ps, liveSub, run.subscription, rf); err != nil {
-		return err
+	// A subscription of that name exists (another audit's): never joined,
+	// the audit takes a new stamp.
+	sub := run.subscription
+	for tries := 1; ; tries++ {
+		err := createAuditSubscription(ctx, ps, liveSub, sub, rf)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.AlreadyExists || tries == 5 {
+			return err
+		}
+		stamp = reprocess.Stamp(start)
+		name, sub = pc.Name+"~a"+stamp, live+"-audit-"+stamp
+		run.rename(name, sub)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := ps.SubscriptionAdminClient.DeleteSubscription(dctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: run.subscription}); err != nil && status.Code(err) != codes.NotFound {
-			log.Warn("could not delete the audit's subscription; it expires after a day unused", zap.String("subscription", run.subscription), zap.Error(err))
+		if err := ps.SubscriptionAdminClient.DeleteSubscription(dctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: sub}); err != nil && status.Code(err) != codes.NotFound {
+			log.Warn("could not delete the audit's subscription; it expires after a day unused", zap.String("subscription", sub), zap.Error(err))
 		}
 	}()
-	fmt.Fprintf(out, "audit %s: reading %s of pipeline %s on %s\n", name, describeAuditRange(rf, until), pc.Name, run.subscription)
+	fmt.Fprintf(out, "audit %s: reading %s of pipeline %s on %s\n", name, describeAuditRange(rf, until), pc.Name, sub)
 
 	// The read pass.
 	var limit *rate.Limiter
@@ -278,8 +299,8 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 		limit = rate.NewLimiter(rate.Limit(req.Rate), max(1, int(req.Rate)))
 	}
 	src := pc.Source
-	src.Subscription, src.Ordering = run.subscription, false
-	gated := run.gate.Wrap(source.New(ps, log, run.subscription, src, maxBytes))
+	src.Subscription, src.Ordering = sub, false
+	gated := run.gate.Wrap(source.New(ps, log, sub, src, maxBytes))
 	run.setPhase("reading")
 	readCtx, stopRead := context.WithCancel(ctx)
 	defer stopRead()

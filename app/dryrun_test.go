@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,41 @@ func TestReprocessStoppedAtAnyMomentOfItsStartIsAStop(t *testing.T) {
 		if !strings.Contains(out.String(), "run the same command again") {
 			t.Errorf("stopped %v after its start, it printed\n%s\nwant how to resume", after, out.String())
 		}
+	}
+}
+
+// TestTwoReprocessRunsStartedInOneInstantGetTwoNames: the run's name and
+// its restore point's carry a random part beside the time, so two runs
+// planned at the same instant (here two dry runs, on one clock) differ.
+func TestTwoReprocessRunsStartedInOneInstantGetTwoNames(t *testing.T) {
+	f := newFakes(t)
+	ctx := context.Background()
+	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
+	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
+	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 7, 18, 30, 0, 0, time.UTC)
+	opts := f.opts
+	opts.Now = func() time.Time { return now }
+	plan := regexp.MustCompile(`would take the restore point (\S+)\n(?s:.*)would rewrite that range as (\S+) `)
+	var seen []string
+	for range 2 {
+		var out bytes.Buffer
+		req := ReprocessRequest{Pipeline: "orders", From: "1h", DryRun: true, Idle: time.Second}
+		if err := Reprocess(ctx, zap.NewNop(), cfg, req, opts, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		m := plan.FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("the plan names no restore point and run:\n%s", out.String())
+		}
+		if !regexp.MustCompile(`^orders~r20261207t183000z-[a-z2-7]{6}$`).MatchString(m[2]) {
+			t.Errorf("run name %q, want orders~r20261207t183000z-XXXXXX", m[2])
+		}
+		seen = append(seen, m[1], m[2])
+	}
+	if seen[0] == seen[2] || seen[1] == seen[3] {
+		t.Errorf("two runs planned at one instant: %v", seen)
 	}
 }

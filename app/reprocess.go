@@ -197,15 +197,16 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 	if rec != nil && !rec.Same(reprocess.Range{From: from, FromRelative: fromRel, Snapshot: snapshot, Until: until, UntilRelative: untilRel}) {
 		return &ConfigError{fmt.Errorf("reprocess: an unfinished reprocess of %q (%s, %s) is on record: run it again with its arguments to finish it", pc.Name, rec.Name, describeRange(rec))}
 	}
+	stamp := reprocess.Stamp(start)
 	plan := &reprocess.Record{
-		Name: reprocess.NameFor(pc.Name, start), Pipeline: pc.Name, From: from, Snapshot: snapshot, Until: until,
+		Name: reprocess.NameFor(pc.Name, stamp), Pipeline: pc.Name, From: from, Snapshot: snapshot, Until: until,
 		Subscription: live + "-reprocess", Started: start,
 	}
 	if plan.Until.IsZero() {
 		plan.Until = start.Truncate(time.Millisecond) // as a relative --from: the range prints as it is
 	}
 	if !req.NoRestorePoint {
-		plan.RestorePoint = restorePointName(cfg, liveSub.GetName(), start)
+		plan.RestorePoint = restorePointName(cfg, liveSub.GetName(), stamp)
 	}
 	if rec == nil || !rec.Ready {
 		if err := checkHistory(ctx, "reprocess", ps, liveSub, from, snapshot, start); err != nil {
@@ -253,9 +254,8 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 	if rec == nil {
 		rec = plan
 		if rec.RestorePoint != "" {
-			_, err := ps.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: rec.RestorePoint, Subscription: live})
-			if err != nil && status.Code(err) != codes.AlreadyExists {
-				return fmt.Errorf("reprocess: the restore point (a snapshot of %s): %w", live, err)
+			if err := takeRestorePoint(ctx, ps, cfg, liveSub.GetName(), rec, start); err != nil {
+				return err
 			}
 		}
 		if err := lock.Save(ctx, rec); err != nil {
@@ -491,10 +491,28 @@ func snapshotName(cfg *config.Config, s string) string {
 }
 
 // restorePointName is the snapshot a run takes of the live subscription
-// first: the subscription's ID and the start time.
-func restorePointName(cfg *config.Config, live string, start time.Time) string {
+// first: the subscription's ID and the run's stamp.
+func restorePointName(cfg *config.Config, live, stamp string) string {
 	id := live[strings.LastIndexByte(live, '/')+1:]
-	return snapshotName(cfg, id+"-restore-"+strings.ToLower(start.UTC().Format("20060102t150405z")))
+	return snapshotName(cfg, id+"-restore-"+stamp)
+}
+
+// takeRestorePoint takes rec's restore point. A name that exists is
+// another run's snapshot (or a user's), never joined: the run takes a new
+// stamp, its name and its restore point's, and tries again.
+func takeRestorePoint(ctx context.Context, ps *pubsub.Client, cfg *config.Config, live string, rec *reprocess.Record, start time.Time) error {
+	for range 5 {
+		_, err := ps.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: rec.RestorePoint, Subscription: live})
+		if status.Code(err) != codes.AlreadyExists {
+			if err != nil {
+				return fmt.Errorf("reprocess: the restore point (a snapshot of %s): %w", live, err)
+			}
+			return nil
+		}
+		stamp := reprocess.Stamp(start)
+		rec.Name, rec.RestorePoint = reprocess.NameFor(rec.Pipeline, stamp), restorePointName(cfg, live, stamp)
+	}
+	return fmt.Errorf("reprocess: the restore point (a snapshot of %s): five names in a row existed already", live)
 }
 
 // holderID names this process in the reprocess lock: unique, since the

@@ -2,6 +2,7 @@ package reprocess
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,9 +69,18 @@ func (r *Record) Same(q Range) bool {
 // Row is the row key of a pipeline's reprocess record and lock.
 func Row(pipeline string) string { return "reprocess#" + pipeline }
 
-// NameFor is the name of a run of pipeline started at t.
-func NameFor(pipeline string, t time.Time) string {
-	return pipeline + "~r" + strings.ToLower(t.UTC().Format("20060102t150405z"))
+// Stamp names a run started at t: the time to the second, readable, and
+// six random characters (30 bits), "20261203t053012z-k3xq7a", so that two
+// runs started in the same millisecond, on two hosts, get different names
+// (and a name that exists anyway is retried with a new stamp, never
+// joined).
+func Stamp(t time.Time) string {
+	return strings.ToLower(t.UTC().Format("20060102t150405z") + "-" + rand.Text()[:6])
+}
+
+// NameFor is the name of a run of pipeline with stamp: PIPELINE~rSTAMP.
+func NameFor(pipeline, stamp string) string {
+	return pipeline + "~r" + stamp
 }
 
 const (

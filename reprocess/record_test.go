@@ -49,7 +49,7 @@ func TestALapsedLockIsTakenOverAndItsHolderCanChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &Record{Name: NameFor("orders", clk.now()), Pipeline: "orders", Until: clk.now(), Subscription: "projects/p/subscriptions/s-reprocess"}
+	rec := &Record{Name: NameFor("orders", Stamp(clk.now())), Pipeline: "orders", Until: clk.now(), Subscription: "projects/p/subscriptions/s-reprocess"}
 	if err := old.Save(ctx, rec); err != nil {
 		t.Fatal(err)
 	}

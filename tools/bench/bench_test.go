@@ -160,9 +160,9 @@ pubsink_messages_duplicate_total{pipeline="bench"} 2
 	}
 	// A reprocess's series carry the run's name; another pipeline's do not
 	// count, even one whose name starts with the bench's.
-	c, err = parseMetrics(strings.NewReader(`pubsink_messages_committed_total{pipeline="bench~r20261203t061500z"} 9
+	c, err = parseMetrics(strings.NewReader(`pubsink_messages_committed_total{pipeline="bench~r20261203t061500z-k3xq7a"} 9
 pubsink_messages_committed_total{pipeline="benchmark"} 5
-pubsink_messages_duplicate_total{pipeline="bench~r20261203t061500z"} 4
+pubsink_messages_duplicate_total{pipeline="bench~r20261203t061500z-k3xq7a"} 4
 `))
 	if err != nil || c.committed != 9 || c.duplicate != 4 {
 		t.Errorf("a reprocess's counters: committed %v, duplicate %v, %v", c.committed, c.duplicate, err)

@@ -723,9 +723,9 @@ func parseMetrics(r io.Reader) (counts, error) {
 }
 
 // pipelineSeries matches a series of the bench's pipeline,
-// {pipeline="bench"}, or of a reprocess's, {pipeline="bench~rYYYYMMDDtHHMMSSz"},
+// {pipeline="bench"}, or of a reprocess's, {pipeline="bench~rYYYYMMDDtHHMMSSz-XXXXXX"},
 // and captures the metric's name.
-var pipelineSeries = regexp.MustCompile(`^([a-z_]+)\{pipeline="` + pipelineName + `(?:~r[0-9a-z]+)?"\} `)
+var pipelineSeries = regexp.MustCompile(`^([a-z_]+)\{pipeline="` + pipelineName + `(?:~r[0-9a-z-]+)?"\} `)
 
 // ofPipeline reports whether a pipeline label is the bench's pipeline's or
 // a reprocess's of it.
