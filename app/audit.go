@@ -294,10 +294,7 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 	fmt.Fprintf(out, "audit %s: reading %s of pipeline %s on %s\n", name, describeAuditRange(rf, until), pc.Name, sub)
 
 	// The read pass.
-	var limit *rate.Limiter
-	if req.Rate > 0 {
-		limit = rate.NewLimiter(rate.Limit(req.Rate), max(1, int(req.Rate)))
-	}
+	limit := rateCap(req.Rate)
 	src := pc.Source
 	src.Subscription, src.Ordering = sub, false
 	gated := run.gate.Wrap(source.New(ps, log, sub, src, maxBytes))
@@ -344,7 +341,14 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 		if limit == nil {
 			return nil
 		}
-		return limit.WaitN(ctx, min(n, limit.Burst()))
+		for n > 0 {
+			k := min(n, limit.Burst())
+			if err := limit.WaitN(ctx, k); err != nil {
+				return err
+			}
+			n -= k
+		}
+		return nil
 	}
 	sum, err := auditor.Compare(ctx, audit.Tables{Client: sinkClient}, pc.Sink.TombstoneFamily, pace)
 	if err != nil {
@@ -423,6 +427,16 @@ func createAuditSubscription(ctx context.Context, ps *pubsub.Client, liveSub *pu
 		return fmt.Errorf("audit: seek the audit's subscription %s: %w", name, err)
 	}
 	return nil
+}
+
+// rateCap is --rate N as a token bucket (nil: no cap, N 0). Its burst is
+// a tenth of N (at least one), and it starts full: any second, the first
+// included, lets at most 1.1 N through.
+func rateCap(n float64) *rate.Limiter {
+	if n <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(n), max(1, int(n/10)))
 }
 
 // describeAuditRange is the range in the audit's lines.
