@@ -156,6 +156,9 @@ func TestReprocessKeepsTheLiveWinnerOfEveryKey(t *testing.T) {
 	if len(bad) > 0 {
 		t.Errorf("%d rows not the live winner with the new mapping, first: %v", len(bad), bad[:min(5, len(bad))])
 	}
+	// Every cell the live replicas and the runs wrote is in the
+	// reference's State table (the runs' holds of live winners included).
+	e.requireStateRowsDocumented()
 }
 
 // winnerOf is the version ("a" or "b") of the payload in a row's data.

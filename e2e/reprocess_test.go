@@ -470,5 +470,8 @@ func TestReprocessRewritesARangeBesideTheLiveReplicas(t *testing.T) {
 	if e.countSnapshots() != snaps+1 {
 		t.Errorf("%d snapshots, want the restore point more than the %d before", e.countSnapshots(), snaps)
 	}
+	// Every cell of the replicas (watermark, members, reports, dead-letter
+	// records) and of the run is in the reference's State table.
+	e.requireStateRowsDocumented()
 	t.Logf("range %d messages, live stream %d; restarted run's output:\n%s", ranged, n, again.out.String())
 }
