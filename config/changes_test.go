@@ -260,6 +260,24 @@ func TestChangeWarnings(t *testing.T) {
 		"retention, tombstones live as long": {yaml: retention + "      op: delete\n      tombstone_retention: 240h\n"},
 		"retention, a plain mapping":         {yaml: retention + "      on_missing: skip\n"},
 		"retention, a stdout sink":           {yaml: retention + "      type: stdout\n      op: delete\n"},
+		"a plain and a change mapping write one table": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, op: \"data.op\"}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}}\n",
+			path: "pipelines[0].sink.mappings[1].table", line: 11,
+			message: "a plain mapping writes table orders, where the change mapping pipelines[0].sink.mappings[0] deletes or replaces what it writes: the plain mapping's writes do not check the tombstones"},
+		"a plain mapping beside a replace_if_newer one in its family": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, write_mode: replace_if_newer}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}}\n",
+			path: "pipelines[0].sink.mappings[1].table", line: 11, message: "a plain mapping writes table orders, where the change mapping pipelines[0].sink.mappings[0]"},
+		"a plain mapping beside a replace_if_newer one in another family": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, write_mode: replace_if_newer}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}, column_family: x}\n"},
+		"a plain mapping beside a delete of its columns": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, op: delete_columns, delete_columns: [b]}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}}\n",
+			path: "pipelines[0].sink.mappings[1].table", line: 11, message: "a plain mapping writes table orders, where the change mapping pipelines[0].sink.mappings[0]"},
+		"a plain mapping beside a delete of other columns": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, op: delete_columns}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}}\n"},
+		"a plain and a change mapping write two tables": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, op: \"data.op\"}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}, table: audit}\n"},
+		"two change mappings write one table": {yaml: minimal + "      mappings:\n        - {row_key: \"{data.id}\", columns: {a: \"{data}\"}, op: \"data.op\"}\n" +
+			"        - {row_key: \"{data.id}\", columns: {b: \"{data}\"}, write_mode: replace_if_newer}\n"},
 	} {
 		data := []byte(tc.yaml)
 		cfg, err := Parse(data)

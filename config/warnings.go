@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,8 +31,16 @@ import (
 //     sink with a change mapping live: a reprocess from further back can
 //     replay a change older than a delete whose tombstone is gone, and
 //     bring back what the delete deleted.
+//   - A plain mapping that writes a table a change mapping writes (of any
+//     pipeline of the file, in the same instance), where the change
+//     mapping can delete or replace what the plain one writes (the row,
+//     the family, or the columns): the plain mapping's writes do not check
+//     the tombstones, so a row the change mapping deleted can come back
+//     with the plain mapping's cells. Not an error: the two may write
+//     different rows, which the file does not tell.
 func Warnings(cfg *Config, data []byte) Problems {
 	var ws Problems
+	changes := changeMappings(cfg)
 	for i, p := range cfg.Pipelines {
 		at := func(key string) string { return fmt.Sprintf("pipelines[%d].%s", i, key) }
 		for j, m := range p.Sink.AllMappings() {
@@ -42,6 +51,12 @@ func Warnings(cfg *Config, data []byte) Problems {
 			if p.Sink.Type == SinkBigtable {
 				if w := hotspot(m, p.Source); w != "" {
 					ws = append(ws, Problem{Path: mp("row_key"), Message: w})
+				}
+				if c := clobbering(changes, tableOf(cfg, p.Sink, m), m); c != "" {
+					ws = append(ws, Problem{Path: mp("table"), Message: fmt.Sprintf("a plain mapping writes table %s, where %s deletes or replaces what it writes: "+
+						"the plain mapping's writes do not check the tombstones, so what the change mapping deleted comes back with the plain mapping's cells. "+
+						"Make this mapping a change mapping (write_mode: replace_if_newer), write another table or column family, or make sure the two never write one row (see Changes)",
+						m.Table, c)})
 				}
 			}
 			if m.WriteMode == WriteInsert && m.Op != "" && !slices.Contains(operations, m.Op) && !p.Source.Ordering {
@@ -67,6 +82,96 @@ func Warnings(cfg *Config, data []byte) Problems {
 	}
 	ws.locate(keyLines(data))
 	return ws
+}
+
+// table names a Bigtable table of the file: its instance and its name.
+type table struct{ instance, name string }
+
+func tableOf(cfg *Config, k Sink, m Mapping) table {
+	inst := k.Instance
+	if inst == "" {
+		inst = cfg.State.Instance
+	}
+	return table{inst, m.Table}
+}
+
+// changeMapping is a change mapping of the file and where it is.
+type changeMapping struct {
+	m    Mapping
+	path string
+}
+
+// changeMappings returns the change mappings of cfg's bigtable sinks by
+// the table they write.
+func changeMappings(cfg *Config) map[table][]changeMapping {
+	out := map[table][]changeMapping{}
+	for i, p := range cfg.Pipelines {
+		if p.Sink.Type != SinkBigtable {
+			continue
+		}
+		for j, m := range p.Sink.AllMappings() {
+			if !m.IsChange() {
+				continue
+			}
+			path := fmt.Sprintf("the change mapping of pipelines[%d].sink", i)
+			if len(p.Sink.Mappings) > 0 {
+				path = fmt.Sprintf("the change mapping pipelines[%d].sink.mappings[%d]", i, j)
+			}
+			t := tableOf(cfg, p.Sink, m)
+			out[t] = append(out[t], changeMapping{m, path})
+		}
+	}
+	return out
+}
+
+// clobbering names the first change mapping of t that can delete or
+// replace what plain mapping p writes there; "" if none (or p is a change
+// mapping).
+func clobbering(changes map[table][]changeMapping, t table, p Mapping) string {
+	if p.IsChange() {
+		return ""
+	}
+	for _, c := range changes[t] {
+		if clobbers(c.m, p) {
+			return c.path
+		}
+	}
+	return ""
+}
+
+// clobbers reports whether change mapping c can delete or replace cells
+// that plain mapping p writes in their table: a row delete (or an op
+// expression, which may be one) reaches every family; delete_family,
+// insert and replace_if_newer the mapping's family ("the row" of a write
+// mode); delete_columns and a missing-value policy delete their columns.
+func clobbers(c, p Mapping) bool {
+	if c.Op == OpDelete || (c.Op != "" && !slices.Contains(operations, c.Op)) {
+		return true
+	}
+	if c.ColumnFamily != p.ColumnFamily {
+		return false
+	}
+	if c.Op == OpDeleteFamily || c.WriteMode == WriteInsert || c.WriteMode == WriteReplaceIfNewer {
+		return true
+	}
+	var deleted []string
+	if c.Op == OpDeleteColumns {
+		deleted = c.DeleteColumns
+		if len(deleted) == 0 {
+			deleted = slices.Collect(maps.Keys(c.Columns))
+		}
+	}
+	for col := range c.Columns {
+		if c.MissingPolicy(col) == MissingDelete {
+			deleted = append(deleted, col)
+		}
+	}
+	for _, col := range deleted {
+		if _, ok := p.Columns[col]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // hotspot is the warning about the row key of m, when it starts with a
