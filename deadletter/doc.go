@@ -96,9 +96,10 @@
 // Delete a file and its marker file together once nothing in them is
 // wanted any more. A line the file reader cannot read (torn by a failed
 // write, or edited) is an Entry with Err, as is a foreign message or row.
-// A Reader opened to look (OpenReaderWith, ReaderOptions.Look: list and
-// show) reads the same way but holds a topic's copies only for the
-// subscription's ack deadline and waits 1 s, not 3 s, per empty pull; with
+// A Reader opened to look (OpenReaderWith, ReaderOptions.Look: list, show
+// and audit) reads the same way but releases a topic's copies as soon as
+// it pulls them, so that concurrent readers do not hide copies from each
+// other, and waits about 1 s, not 3 s, per pull that brings nothing new; with
 // ReaderOptions.MessageID a table reader reads that message's row alone.
 //
 // # Guarantees

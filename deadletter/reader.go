@@ -91,15 +91,15 @@ func OpenReader(ctx context.Context, log *zap.Logger, cfg *config.Config, p conf
 
 // ReaderOptions adapt a Reader to its caller. The zero value is replay's.
 type ReaderOptions struct {
-	// Look is for a caller that only looks at the copies and releases them
-	// all when done (`pubsink deadletter list` and `show`). The topic
-	// reader then leaves the lease of what it pulls at the subscription's
-	// ack deadline, instead of extending it to replay's 600 s, so that the
-	// copies of a look that was killed come back within that deadline (60
-	// s as setup creates the subscription); and it counts the
-	// subscription drained after two pulls in a row of up to 1 s each
-	// (lookPullWait) bring nothing new, instead of 3 s each. Table and
-	// file readers read as they always do: they hold nothing.
+	// Look is for a caller that only looks at the copies (`pubsink
+	// deadletter list` and `show`, an audit). The topic reader then
+	// releases what it pulls at once instead of holding it for replay's
+	// 600 s, so that another reader of the subscription (a second look, a
+	// replay) is kept from a copy only for that instant; and it counts
+	// the subscription drained after two pulls in a row, each after a
+	// jittered pause of about 1 s (lookPause) and of up to 1 s each
+	// (lookPullWait), bring nothing new. Table and file readers read as
+	// they always do: they hold nothing.
 	Look bool
 	// MessageID, if set, is the one original message the caller wants the
 	// copies of. The table reader, whose row key holds the message ID,

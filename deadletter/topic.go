@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -370,6 +371,12 @@ const (
 	// `pubsink deadletter list` waits for it twice at the end of a listing
 	// shorter than its limit, and a person waits for that.
 	lookPullWait = time.Second
+	// lookPause is the mean pause of a look between pulls that brought
+	// copies it had seen (it releases what it pulls at once, so they come
+	// back): jittered by half either way, so that two looks started
+	// together do not pull in step, each missing what the other holds for
+	// the instant between its pull and its release.
+	lookPause = time.Second
 	// replayLease is the ack deadline of the copies a replay holds: long
 	// enough that copies it skips are not redelivered to it while it runs
 	// (Pub/Sub's maximum).
@@ -384,6 +391,11 @@ type topicReader struct {
 	log    *zap.Logger
 	client *pubsub.Client
 	sub    string
+	// look releases every copy as soon as it is pulled (ReaderOptions.Look):
+	// a copy a reader holds is hidden from every other reader of the
+	// subscription, so a look that held its copies while it ran would
+	// hide them from a concurrent audit, list or replay.
+	look bool
 	// lease is the ack deadline (seconds) the copies pulled are held for
 	// until Remove or Release; 0 leaves the subscription's own.
 	lease int32
@@ -410,15 +422,24 @@ func openTopicReader(ctx context.Context, log *zap.Logger, client *pubsub.Client
 	r := &topicReader{log: log, client: client, sub: sub, lease: replayLease, wait: pullWait,
 		seen: map[string]bool{}, removed: map[string]bool{}, copyIDs: map[string]string{}}
 	if look {
-		r.lease, r.wait = 0, lookPullWait
+		r.lease, r.wait, r.look = 0, lookPullWait, true
 	}
 	return r, nil
 }
 
 // Next pulls up to n copies not returned before and holds them for
-// replayLease (a look: the subscription's ack deadline). See Reader.
+// replayLease (a look: releases them at once). See Reader.
 func (s *topicReader) Next(ctx context.Context, n int) ([]*Entry, error) {
 	for empty := 0; empty < pullEmptyRounds; empty++ {
+		if s.look && empty > 0 {
+			// The copies released come back at once: pull again after a
+			// pause, not in a loop, and not in step with another look.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(lookPause/2 + rand.N(lookPause)):
+			}
+		}
 		pctx, cancel := context.WithTimeout(ctx, s.wait)
 		resp, err := s.client.SubscriptionAdminClient.Pull(pctx, &pubsubpb.PullRequest{Subscription: s.sub, MaxMessages: int32(n)})
 		cancel()
@@ -438,7 +459,9 @@ func (s *topicReader) Next(ctx context.Context, n int) ([]*Entry, error) {
 			case s.removed[id]:
 				ack = append(ack, rm.AckId)
 			case s.seen[id]:
-				s.again = append(s.again, rm.AckId)
+				if !s.look {
+					s.again = append(s.again, rm.AckId)
+				}
 				fresh = append(fresh, rm.AckId)
 			default:
 				s.seen[id] = true
@@ -449,10 +472,14 @@ func (s *topicReader) Next(ctx context.Context, n int) ([]*Entry, error) {
 			}
 		}
 		// Hold what this replay keeps until it releases it, so that it is
-		// not pulled again meanwhile. A look holds it for the
-		// subscription's deadline only: if it is killed, the copies are
-		// back soon.
-		if s.lease > 0 {
+		// not pulled again meanwhile. A look holds nothing: it has read
+		// the copies, and they go back for the other readers at once.
+		switch {
+		case s.look:
+			if err := s.modify(ctx, fresh, 0); err != nil {
+				return nil, err
+			}
+		case s.lease > 0:
 			if err := s.modify(ctx, fresh, s.lease); err != nil {
 				return nil, err
 			}
@@ -477,8 +504,12 @@ func (s *topicReader) Remove(ctx context.Context, es []*Entry) error {
 	return s.ack(ctx, ids)
 }
 
-// Release ends the lease of es and of the redeliveries held. See Reader.
+// Release ends the lease of es and of the redeliveries held (a look's
+// were released as they were pulled). See Reader.
 func (s *topicReader) Release(ctx context.Context, es []*Entry) error {
+	if s.look {
+		return nil
+	}
 	ids := append([]string(nil), s.again...)
 	for _, e := range es {
 		ids = append(ids, e.ref)

@@ -13,14 +13,13 @@
 // # What a look does to the output
 //
 //   - Topic: the copies are pulled from the replay subscription
-//     (dead_letter.subscription), as replay reads them, held while the
-//     command runs (for at most the subscription's ack deadline if it is
-//     killed), and all released at the end (ModifyAckDeadline 0), so that
-//     Pub/Sub delivers them again at once: replay still gets every one.
-//     Each copy read counts one delivery more (its delivery attempt, which
-//     shows only under a dead-letter policy on that subscription, which
-//     setup does not give it). A replay running at the same time does not
-//     get the copies a look holds until it releases them.
+//     (dead_letter.subscription), as replay reads them, and released as
+//     soon as they are pulled (ModifyAckDeadline 0), so that Pub/Sub
+//     delivers them again at once: a concurrent look (another list, an
+//     audit) or replay is kept from a copy only for that instant, and
+//     replay still gets every one. Each pull of a copy counts one delivery
+//     more (its delivery attempt, which shows only under a dead-letter
+//     policy on that subscription, which setup does not give it).
 //   - Table: a prefix scan of the pipeline's rows (show reads the one row of
 //     its message); read only.
 //   - File: the file read to its current end, skipping lines marked in
