@@ -11,21 +11,31 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/pubsink/pubsink/config"
 )
+
+// reprocessFakes returns the fakes, set up for the test YAML's pipeline in
+// exactly_once mode (setup creates the state table, where a reprocess
+// keeps its record) on a topic with message retention, and its config.
+func reprocessFakes(t *testing.T) (*fakes, *config.Config) {
+	t.Helper()
+	f := newFakes(t)
+	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
+	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
+	if err := Setup(context.Background(), cfg, f.ps, f.admin, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return f, cfg
+}
 
 // TestReprocessDryRunPrintsTheRangeInOnePrecision: the plan's range has
 // both ends in one precision: milliseconds for a relative --from and the
 // default --until (the start, which has nanoseconds), nanoseconds for both
 // when a time given is finer.
 func TestReprocessDryRunPrintsTheRangeInOnePrecision(t *testing.T) {
-	f := newFakes(t)
+	f, cfg := reprocessFakes(t)
 	ctx := context.Background()
-	// exactly_once: setup creates the state table, where a reprocess keeps its record.
-	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
-	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
-	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2026, 12, 3, 22, 2, 59, 543138352, time.UTC)
 	opts := f.opts
 	opts.Now = func() time.Time { return now }
@@ -53,13 +63,8 @@ func TestReprocessDryRunPrintsTheRangeInOnePrecision(t *testing.T) {
 // ErrReprocessStopped (exit 3: run it again to resume), never a failure,
 // and the next start resumes it.
 func TestReprocessStoppedAtAnyMomentOfItsStartIsAStop(t *testing.T) {
-	f := newFakes(t)
+	f, cfg := reprocessFakes(t)
 	ctx := context.Background()
-	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
-	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
-	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
-		t.Fatal(err)
-	}
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 	req := ReprocessRequest{Pipeline: "orders", From: from, Until: time.Now().UTC().Format(time.RFC3339Nano), Idle: time.Hour, NoRestorePoint: true}
 	for _, after := range []time.Duration{0, 100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 30 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
@@ -82,13 +87,8 @@ func TestReprocessStoppedAtAnyMomentOfItsStartIsAStop(t *testing.T) {
 // its restore point's carry a random part beside the time, so two runs
 // planned at the same instant (here two dry runs, on one clock) differ.
 func TestTwoReprocessRunsStartedInOneInstantGetTwoNames(t *testing.T) {
-	f := newFakes(t)
+	f, cfg := reprocessFakes(t)
 	ctx := context.Background()
-	withRetention := strings.Replace(yaml, "streams: 1}", "streams: 1, topic_message_retention: 24h}", 1)
-	cfg := parse(t, strings.Replace(withRetention, "mode: at_least_once", "mode: exactly_once", 1))
-	if err := Setup(ctx, cfg, f.ps, f.admin, io.Discard); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2026, 12, 7, 18, 30, 0, 0, time.UTC)
 	opts := f.opts
 	opts.Now = func() time.Time { return now }

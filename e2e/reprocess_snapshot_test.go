@@ -28,6 +28,15 @@ func (e *env) reprocessOptions() app.Options {
 	}}
 }
 
+// snapshotLive takes a snapshot named name of the live subscription.
+func (e *env) snapshotLive(name string) {
+	e.t.Helper()
+	live := "projects/" + project + "/subscriptions/" + e.sub
+	if _, err := e.pubsub.SubscriptionAdminClient.CreateSnapshot(context.Background(), &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/" + name, Subscription: live}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // snapshotYAML is the harness's exactly_once pipeline on a topic that setup
 // creates with message retention: on the emulator a new subscription gets
 // the topic's history (and a snapshot's backlog) only then.
@@ -55,9 +64,7 @@ func TestReprocessFromASnapshot(t *testing.T) {
 	e.publish(0, 20) // publisher duplicates
 	live := "projects/" + project + "/subscriptions/" + e.sub
 	snap := "before-" + e.sub
-	if _, err := e.pubsub.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/" + snap, Subscription: live}); err != nil {
-		t.Fatal(err)
-	}
+	e.snapshotLive(snap)
 	snaps := e.countSnapshots()
 	go func() {
 		time.Sleep(2 * time.Second) // after the run's start: after its range
@@ -95,12 +102,8 @@ func TestReprocessRefusesAnotherRangeWhileOneIsOnRecord(t *testing.T) {
 	e := newEnv(t)
 	_, cfg := e.writeConfig(e.snapshotYAML())
 	e.publish(0, 10)
-	live := "projects/" + project + "/subscriptions/" + e.sub
-	for _, name := range []string{"a-" + e.sub, "b-" + e.sub} {
-		if _, err := e.pubsub.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/" + name, Subscription: live}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.snapshotLive("a-" + e.sub)
+	e.snapshotLive("b-" + e.sub)
 	sctx, cancel := context.WithCancel(ctx)
 	go func() { time.Sleep(3 * time.Second); cancel() }()
 	var out bytes.Buffer
@@ -129,11 +132,8 @@ func TestReprocessKilledDuringItsEndFinishesItWhenRunAgain(t *testing.T) {
 	e := newEnv(t)
 	_, cfg := e.writeConfig(e.snapshotYAML())
 	e.publish(0, 10)
-	live := "projects/" + project + "/subscriptions/" + e.sub
 	snap := "a-" + e.sub
-	if _, err := e.pubsub.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: "projects/" + project + "/snapshots/" + snap, Subscription: live}); err != nil {
-		t.Fatal(err)
-	}
+	e.snapshotLive(snap)
 	sctx, cancel := context.WithCancel(ctx)
 	go func() { time.Sleep(3 * time.Second); cancel() }()
 	if err := app.Reprocess(sctx, nopLogger(), cfg, app.ReprocessRequest{Pipeline: "e2e", Snapshot: snap, Idle: time.Hour}, e.reprocessOptions(), io.Discard, io.Discard); !errors.Is(err, app.ErrReprocessStopped) {
