@@ -286,6 +286,7 @@ Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary 
 	fs.StringVar(&req.Snapshot, "snapshot", "", "reprocess what this `snapshot` of the pipeline's subscription holds, instead of --from")
 	fs.StringVar(&req.Until, "until", "", "reprocess only what was published before this `time` (RFC 3339 or a duration before now); default: the first start")
 	fs.BoolVar(&req.NoRestorePoint, "no-restore-point", false, "take no snapshot of the live subscription first")
+	fs.BoolVar(&req.NoWait, "no-wait", false, "start at once, without waiting for a running live pipeline to finish the range")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "check everything and print the plan; create and change nothing")
 	fs.StringVar(&req.HTTPAddr, "http-addr", "", "serve HTTP on this `address` instead of http.addr (\"-\": none), to run beside a live process on one host")
 	fs.DurationVar(&req.Idle, "idle", app.DefaultReprocessIdle, "end once no message of the range arrived for this `duration` and none is in flight")

@@ -22,6 +22,7 @@ import (
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/dedupe"
 	"github.com/pubsink/pubsink/internal/logging"
+	"github.com/pubsink/pubsink/members"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/reprocess"
 )
@@ -35,7 +36,10 @@ type ReprocessRequest struct {
 	// Until ends the range ("": the first start), as From.
 	Until          string
 	NoRestorePoint bool
-	DryRun         bool
+	// NoWait starts the run at once, without waiting for the live
+	// pipeline to finish the range.
+	NoWait bool
+	DryRun bool
 	// Idle is how long no message of the range must arrive, none in
 	// flight, for the range to be done.
 	Idle time.Duration
@@ -123,12 +127,14 @@ func loadJob(path, httpAddr string, logs io.Writer) (*config.Config, *zap.Logger
 //     snapshot of the live subscription) taken first.
 //  3. The run's subscription, created on the live topic and seeked to
 //     --from or the snapshot, once.
-//  4. The pipeline of the current configuration, named after the run (its
+//  4. Unless --no-wait, the wait for a running live pipeline to finish the
+//     range (waitForLive), so that it writes nothing of it after the run.
+//  5. The pipeline of the current configuration, named after the run (its
 //     dedupe scope and metrics), on that subscription, without a watermark,
 //     behind the gate; run until the gate says the range is done.
-//  5. The subscription deleted, the record and lock too, the summary.
+//  6. The subscription deleted, the record and lock too, the summary.
 //
-// Stopped (ctx) or failed before step 5, it releases the lock and leaves
+// Stopped (ctx) or failed before step 6, it releases the lock and leaves
 // the rest for a restart. Stopped at any moment, it is ErrReprocessStopped
 // (exit 3), never a failure: a call that ctx cancelled is a stop.
 func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req ReprocessRequest, opts Options, out, progress io.Writer) error {
@@ -287,6 +293,11 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 			return err
 		}
 	}
+	if !req.NoWait {
+		if err := waitForLive(ctx, log, cfg, ps, stateTable, lock, pc.Name, live, rec, now, out); err != nil {
+			return err
+		}
+	}
 
 	// The pipeline of the run: the current configuration's, on the run's
 	// subscription, named after the run.
@@ -372,6 +383,76 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 		return nil
 	}
 	return emptyRange(cctx, ps, stateTable, pc.Name, liveSub.GetTopic(), rec, out)
+}
+
+// waitForLive waits until the live pipeline has finished rec's range (see
+// reprocess.WaitForLive), renewing the run's lock meanwhile. It reads the
+// live subscription's oldest unacked message from a probe snapshot (taken
+// and deleted at once: Pub/Sub expires a snapshot 7 days after the oldest
+// unacked message it holds), and whether the live pipeline runs from its
+// membership. It says what it waits for, and when it does not wait for a
+// live pipeline that does not run.
+func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *pubsub.Client, state *bigtable.Table, lock *reprocess.Lock, pipelineName, live string, rec *reprocess.Record, now func() time.Time, out io.Writer) error {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var lost error
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		if err := lock.Keep(wctx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
+			lost = err
+			stop()
+		}
+	}()
+	liveID := live[strings.LastIndexByte(live, '/')+1:]
+	read := func(ctx context.Context) (reprocess.Live, error) {
+		var l reprocess.Live
+		var err error
+		if l.Running, err = members.RenewedSince(ctx, state, pipelineName, now().Add(-reprocess.LiveRecently)); err != nil {
+			return l, fmt.Errorf("reprocess: read the live pipeline's members (--no-wait does not): %w", err)
+		}
+		name := snapshotName(cfg, liveID+"-probe-"+reprocess.Stamp(now()))
+		snap, err := ps.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: name, Subscription: live})
+		if err != nil {
+			return l, fmt.Errorf("reprocess: read what the live subscription holds (a snapshot of %s; --no-wait does not): %w", live, err)
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := ps.SubscriptionAdminClient.DeleteSnapshot(dctx, &pubsubpb.DeleteSnapshotRequest{Snapshot: name}); err != nil {
+			log.Warn("could not delete the probe snapshot; it expires by itself", zap.String("snapshot", name), zap.Error(err))
+		}
+		cancel()
+		if t := snap.GetExpireTime(); t != nil {
+			l.Oldest = t.AsTime().Add(-snapshotLifetime)
+		}
+		return l, nil
+	}
+	var said time.Time
+	waited := false
+	l, err := reprocess.WaitForLive(wctx, rec.Until, reprocess.LivePoll, read, func(l reprocess.Live) {
+		waited = true
+		if now().Sub(said) >= 30*time.Second {
+			said = now()
+			fmt.Fprintf(out, "reprocess %s: waiting for the live pipeline to finish the range: its subscription holds a message published at %s, at or before the range's end %s (--no-wait starts at once)\n",
+				rec.Name, l.Oldest.UTC().Format(time.RFC3339Nano), rec.Until.UTC().Format(time.RFC3339Nano))
+		}
+	})
+	stop()
+	<-kept
+	switch {
+	case errors.Is(lost, reprocess.ErrLapsing):
+		fmt.Fprintf(out, "reprocess %s: stopped after 0 messages: %v; run the same command again to resume\n", rec.Name, lost)
+		return ErrReprocessStopped
+	case lost != nil:
+		return lost
+	case err != nil:
+		return err
+	case !l.Finished(rec.Until):
+		fmt.Fprintf(out, "reprocess %s: not waiting for the live pipeline: its subscription holds a message published at %s, at or before the range's end, but no process of it renewed its membership in the last %s (it does not run); what it writes of the range when it runs again goes over the run's\n",
+			rec.Name, l.Oldest.UTC().Format(time.RFC3339Nano), reprocess.LiveRecently)
+	case waited:
+		fmt.Fprintf(out, "reprocess %s: the live pipeline finished the range\n", rec.Name)
+	}
+	return nil
 }
 
 // endRun deletes the run's subscription, then its record and lock. The

@@ -24,6 +24,16 @@
 // subscription kept what was not acked, and its dedupe scope (the catalog
 // under the run's name) what was committed.
 //
+// # The live pipeline's end of the range
+//
+// A message of the range that the live pipeline commits after the run
+// wrote it puts the live mapping back over the run's (the same cells at the
+// same timestamps). WaitForLive holds the run until the live pipeline has
+// finished the range (the live subscription holds no unacked message
+// published at or before its end: Live.Finished) or does not run (no
+// member renewed lately): app reads both, the first from a probe snapshot
+// of the live subscription, the second from the live membership.
+//
 // # The end of the range
 //
 // The run's subscription is attached to the live topic and keeps receiving

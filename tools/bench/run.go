@@ -355,7 +355,7 @@ func (b *bench) command(k kind, i int, n names, path, addr string, prof *profile
 	case k.base() == reprocessRun || k.base() == besideReprocess && i == 1:
 		// Everything published to the run's fresh topic, up to the start.
 		return exec.Command(b.pubsink, "reprocess", "--config", path, "--pipeline", pipelineName,
-			"--from", "30m", "--no-restore-point", "--idle", reprocessIdle)
+			"--from", "30m", "--no-restore-point", "--no-wait", "--idle", reprocessIdle)
 	case prof != nil:
 		return exec.Command(b.self, append([]string{"inproc", "-config", path}, args...)...)
 	default:
