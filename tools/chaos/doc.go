@@ -495,7 +495,11 @@
 // interruptions of its own, a SIGTERM 3-7 s after its first start, then a
 // SIGKILL 3-7 s after its second (the third waits for the lock to lapse). Each time it is
 // started again with the same arguments (log reprocess-NN.log) until it
-// exits 0. avro_bin's workload has rivals as the others': the reprocess
+// exits 0. A Bigtable stall of the schedule may stop it on its own, exit
+// 3, when it cannot renew its lock in time ("the reprocess lock could not
+// be renewed in time"): a resumable stop like a SIGTERM's, started again
+// too. It waits for the live replicas to finish its range before it
+// writes (docs/reference.md, "Reprocess", step 4). avro_bin's workload has rivals as the others': the reprocess
 // keeps the live pipeline's winner of each key (docs/reference.md,
 // "Reprocess", "The live pipeline's winner of every key"), so a key of its
 // range holds the new mapping of the payload that won live, one version

@@ -378,6 +378,23 @@ func TestCheckFormatsPassesACorrectRun(t *testing.T) {
 	}
 }
 
+// TestCheckFormatsPassesAReprocessStoppedByAStateTableStall: a reprocess
+// that stopped on its own with exit 3 because it could not renew its lock
+// in time (a Bigtable stall) is a resumable stop, not a failure; the same
+// exit without that reason is one.
+func TestCheckFormatsPassesAReprocessStoppedByAStateTableStall(t *testing.T) {
+	p := fmtPlansForChecks[0]
+	o := perfectFormat(t, p)
+	o.Reprocess.Exits = slices.Insert(o.Reprocess.Exits, 1, reprocessExit{gen: 2, code: 3, text: "exit 3", lapsing: true})
+	if f := failing(CheckFormats(o)); len(f) > 0 {
+		t.Errorf("a reprocess stopped by a state-table stall fails %v", f)
+	}
+	o.Reprocess.Exits[1].lapsing = false
+	if f := failing(CheckFormats(o)); len(f) == 0 {
+		t.Error("a reprocess that exited 3 on its own for no reason passes")
+	}
+}
+
 // TestCheckFormatsPassesWhenTheRivalWon: exactly once from one payload,
 // whichever; the reprocess's range too, when the reprocess's winner is the
 // live one's.

@@ -8,9 +8,11 @@ package main
 // same arguments until it ends with exit 0.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -27,7 +29,14 @@ type reprocessExit struct {
 	why  string // what sent it: "own", or the schedule's fault
 	code int    // exit code, -1 for a signal
 	text string // exitText
+	// lapsing says it stopped on its own (exit 3, resumable) because it
+	// could not renew its lock in time: the state table stalled.
+	lapsing bool
 }
+
+// lapsingSays is what a reprocess prints when it stops because it could
+// not renew its lock in time (reprocess.ErrLapsing).
+const lapsingSays = "the reprocess lock could not be renewed in time"
 
 // reprocessor runs the reprocess; the campaign's mu guards exits, done and
 // running.
@@ -134,6 +143,10 @@ func (c *campaign) superviseReprocess(ctx context.Context) {
 			}
 		}
 		e.code, e.text = ch.state.ExitCode(), ch.exitText()
+		if e.sent == "" && e.code == 3 {
+			log, _ := os.ReadFile(ch.logPath)
+			e.lapsing = bytes.Contains(log, []byte(lapsingSays))
+		}
 		c.mu.Lock()
 		rp.running = false
 		rp.exits = append(rp.exits, e)
