@@ -390,8 +390,9 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 // live subscription's oldest unacked message from a probe snapshot (taken
 // and deleted at once: Pub/Sub expires a snapshot 7 days after the oldest
 // unacked message it holds), and whether the live pipeline runs from its
-// membership. It says what it waits for, and when it does not wait for a
-// live pipeline that does not run.
+// membership (first: a live pipeline that does not run is not probed). It
+// says what it waits for, and when it does not wait for a live pipeline
+// that does not run.
 func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *pubsub.Client, state *bigtable.Table, lock *reprocess.Lock, pipelineName, live string, rec *reprocess.Record, now func() time.Time, out io.Writer) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -408,8 +409,11 @@ func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *p
 	read := func(ctx context.Context) (reprocess.Live, error) {
 		var l reprocess.Live
 		var err error
-		if l.Running, err = members.RenewedSince(ctx, state, pipelineName, now().Add(-reprocess.LiveRecently)); err != nil {
-			return l, fmt.Errorf("reprocess: read the live pipeline's members (--no-wait does not): %w", err)
+		if l.Running, err = members.RenewedSince(ctx, state, pipelineName, now().Add(-reprocess.LiveRecently)); err != nil || !l.Running {
+			if err != nil {
+				err = fmt.Errorf("reprocess: read the live pipeline's members (--no-wait does not): %w", err)
+			}
+			return l, err // not running: nothing to wait for, no probe
 		}
 		name := snapshotName(cfg, liveID+"-probe-"+reprocess.Stamp(now()))
 		snap, err := ps.SubscriptionAdminClient.CreateSnapshot(ctx, &pubsubpb.CreateSnapshotRequest{Name: name, Subscription: live})
@@ -446,9 +450,9 @@ func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *p
 		return lost
 	case err != nil:
 		return err
-	case !l.Finished(rec.Until):
-		fmt.Fprintf(out, "reprocess %s: not waiting for the live pipeline: its subscription holds a message published at %s, at or before the range's end, but no process of it renewed its membership in the last %s (it does not run); what it writes of the range when it runs again goes over the run's\n",
-			rec.Name, l.Oldest.UTC().Format(time.RFC3339Nano), reprocess.LiveRecently)
+	case !l.Running:
+		fmt.Fprintf(out, "reprocess %s: not waiting for the live pipeline: no process of it renewed its membership in the last %s (it does not run); should it run again before it finished the range, what it writes of the range goes over the run's\n",
+			rec.Name, reprocess.LiveRecently)
 	case waited:
 		fmt.Fprintf(out, "reprocess %s: the live pipeline finished the range\n", rec.Name)
 	}

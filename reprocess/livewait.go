@@ -8,7 +8,8 @@ import (
 // Live is what a run reads of the live pipeline before it starts writing.
 type Live struct {
 	// Oldest is the publish time of the oldest message the live
-	// subscription holds unacked; zero when it holds none.
+	// subscription holds unacked; zero when it holds none, or when it was
+	// not read (the live pipeline does not run).
 	Oldest time.Time
 	// Running says a process of the live pipeline renewed its membership
 	// lately (LiveRecently): it is writing, or about to.
