@@ -136,19 +136,17 @@ func loadJob(path, httpAddr string, logs io.Writer) (*config.Config, *zap.Logger
 //
 // Stopped (ctx) or failed before step 6, it releases the lock and leaves
 // the rest for a restart. Stopped at any moment, it is ErrReprocessStopped
-// (exit 3), never a failure: a call that ctx cancelled is a stop.
+// (exit 3), never a failure: an error once ctx ended is a stop (a
+// *ConfigError stays one).
 func Reprocess(ctx context.Context, log *zap.Logger, cfg *config.Config, req ReprocessRequest, opts Options, out, progress io.Writer) error {
 	err := reprocessSteps(ctx, log, cfg, req, opts, out, progress)
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrReprocessStopped) && cancelled(err) {
-		fmt.Fprintf(out, "reprocess of %q: stopped during start-up; run the same command again to resume\n", req.Pipeline)
-		return ErrReprocessStopped
+	var ce *ConfigError
+	if err == nil || ctx.Err() == nil || errors.Is(err, ErrReprocessStopped) || errors.As(err, &ce) {
+		return err
 	}
-	return err
-}
-
-// cancelled reports whether err is a call's answer to its context's end.
-func cancelled(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.Canceled
+	// Stopped during a step that returned ctx's error (as Audit).
+	fmt.Fprintf(out, "reprocess of %q: stopped during start-up; run the same command again to resume\n", req.Pipeline)
+	return ErrReprocessStopped
 }
 
 func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, req ReprocessRequest, opts Options, out, progress io.Writer) error {
@@ -325,16 +323,7 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 		}
 		return err
 	}
-	var lost error
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		if err := lock.Keep(runCtx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
-			lost = err
-			log.Error("stopping: the reprocess lock", zap.Error(err))
-			stopRun()
-		}
-	}()
+	kept := keepLock(runCtx, log, lock, stopRun)
 	done := make(chan struct{})
 	reporter := reprocess.NewReporter(progress, log, "reprocess")
 	rangeDone := false
@@ -347,7 +336,7 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 	runErr := a.Run(runCtx)
 	stopRun()
 	<-done
-	<-kept
+	lost := kept()
 	reporter.Close()
 	p := gate.Progress()
 	var st []pipeline.Status
@@ -357,13 +346,8 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 	switch {
 	case runErr != nil:
 		return runErr
-	case errors.Is(lost, reprocess.ErrLapsing):
-		// The state table did not answer: stopped before the lock could
-		// lapse, resumable like any other stop.
-		fmt.Fprintf(out, "reprocess %s: stopped after %d messages: %v; run the same command again to resume\n", rec.Name, p.Done, lost)
-		return ErrReprocessStopped
 	case lost != nil:
-		return lost
+		return lockLost(out, rec, p.Done, lost)
 	case !rangeDone:
 		fmt.Fprintf(out, "reprocess %s: stopped after %d messages; run the same command again to resume\n", rec.Name, p.Done)
 		return ErrReprocessStopped
@@ -396,15 +380,7 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *pubsub.Client, state *bigtable.Table, lock *reprocess.Lock, pipelineName, live string, rec *reprocess.Record, now func() time.Time, out io.Writer) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var lost error
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		if err := lock.Keep(wctx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
-			lost = err
-			stop()
-		}
-	}()
+	kept := keepLock(wctx, log, lock, stop)
 	liveID := live[strings.LastIndexByte(live, '/')+1:]
 	read := func(ctx context.Context) (reprocess.Live, error) {
 		var l reprocess.Live
@@ -441,13 +417,9 @@ func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *p
 		}
 	})
 	stop()
-	<-kept
-	switch {
-	case errors.Is(lost, reprocess.ErrLapsing):
-		fmt.Fprintf(out, "reprocess %s: stopped after 0 messages: %v; run the same command again to resume\n", rec.Name, lost)
-		return ErrReprocessStopped
+	switch lost := kept(); {
 	case lost != nil:
-		return lost
+		return lockLost(out, rec, 0, lost)
 	case err != nil:
 		return err
 	case !l.Running:
@@ -457,6 +429,36 @@ func waitForLive(ctx context.Context, log *zap.Logger, cfg *config.Config, ps *p
 		fmt.Fprintf(out, "reprocess %s: the live pipeline finished the range\n", rec.Name)
 	}
 	return nil
+}
+
+// keepLock renews lock on a goroutine of its own until ctx ends; when the
+// lock is lost (taken over, or lapsing: reprocess.Lock.Keep) it logs why
+// and calls stop. The func it returns waits for the goroutine and returns
+// why the lock was lost, nil if it was kept.
+func keepLock(ctx context.Context, log *zap.Logger, lock *reprocess.Lock, stop func()) func() error {
+	var lost error
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		if err := lock.Keep(ctx, func(err error) { log.Warn("could not renew the reprocess lock; retrying", zap.Error(err)) }); err != nil {
+			lost = err
+			log.Error("stopping: the reprocess lock", zap.Error(err))
+			stop()
+		}
+	}()
+	return func() error { <-kept; return lost }
+}
+
+// lockLost is the end of a run whose lock was lost after done messages: a
+// lock that would lapse (the state table did not answer) is a stop before
+// the lock could lapse, resumable like any other (ErrReprocessStopped);
+// one taken over is the error itself.
+func lockLost(out io.Writer, rec *reprocess.Record, done int64, lost error) error {
+	if !errors.Is(lost, reprocess.ErrLapsing) {
+		return lost
+	}
+	fmt.Fprintf(out, "reprocess %s: stopped after %d messages: %v; run the same command again to resume\n", rec.Name, done, lost)
+	return ErrReprocessStopped
 }
 
 // endRun deletes the run's subscription, then its record and lock. The

@@ -96,9 +96,9 @@ type ReaderOptions struct {
 	// releases what it pulls at once instead of holding it for replay's
 	// 600 s, so that another reader of the subscription (a second look, a
 	// replay) is kept from a copy only for that instant; and it counts
-	// the subscription drained after two pulls in a row, each after a
-	// jittered pause of about 1 s (lookPause) and of up to 1 s each
-	// (lookPullWait), bring nothing new. Table and file readers read as
+	// the subscription drained after two pulls in a row of up to 1 s each
+	// (lookPullWait), the second after a jittered pause of about 1 s
+	// (lookPause), bring nothing new. Table and file readers read as
 	// they always do: they hold nothing.
 	Look bool
 	// MessageID, if set, is the one original message the caller wants the
