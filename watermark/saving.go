@@ -103,8 +103,9 @@ func (t *Tracker) save(ctx context.Context) error {
 }
 
 // Close stores the final watermark if this process leads (computed once
-// more: the pipeline finished its last messages after receiving stopped)
-// and vacates the lease, so that another member takes over at once; a
+// more: the pipeline finished its last messages after receiving stopped),
+// or holds the lease in a gap between terms (holdsLease), and vacates the
+// lease, so that another member takes over at once; a
 // follower flushes its reports. It is bounded by ctx and returns ctx's
 // error if cut short; later calls return the first result.
 func (t *Tracker) Close(ctx context.Context) error {
@@ -114,11 +115,13 @@ func (t *Tracker) Close(ctx context.Context) error {
 			err = t.reporter.close(ctx)
 		}
 		e := t.est.Load()
-		if e == nil || !t.loaded.Load() {
+		if !t.loaded.Load() || (e == nil && !t.holdsLease()) {
 			t.closeErr = err
 			return // never started, or following: nothing to store
 		}
-		t.step(e, nil)
+		if e != nil {
+			t.step(e, nil)
+		}
 		if serr := t.save(ctx); serr != nil && err == nil {
 			err = serr
 		}
@@ -142,6 +145,19 @@ func (t *Tracker) Close(ctx context.Context) error {
 		}
 	})
 	return t.closeErr
+}
+
+// holdsLease reports whether the leader cell holds this member's lease as
+// far as it knows, trusted or not. A leader whose own round came late (a
+// slow renewal, a loaded machine) stops trusting itself and ends its term
+// until the next round renews; the watermark it published is still the
+// last one it computed, and a save fenced by the lease stores it only if
+// nobody took the cell meanwhile. Close relies on that: a stop in such a
+// gap must not leave the stored watermark behind the published one.
+func (t *Tracker) holdsLease() bool {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
+	return t.lead != nil && t.lead.leading
 }
 
 // watermarkField is a watermark for the log: its time, or "unknown" before
