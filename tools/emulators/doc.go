@@ -6,7 +6,7 @@
 //	go run ./tools/emulators --pubsub-port 8085 --bigtable-port 8086
 //	eval "$(go run ./tools/emulators --print-only --pubsub-port 8085 --bigtable-port 8086)"
 //
-// The Pub/Sub emulator runs with the Java agent that fixes its two defects
+// The Pub/Sub emulator runs with the Java agent that fixes its three defects
 // (README, "The Pub/Sub emulator fixes"); the stock one started by `gcloud
 // beta emulators pubsub start` loses the delayed redeliveries of a
 // subscription with a retry policy, which `pubsink setup` gives every main

@@ -16,7 +16,7 @@ import (
 	"sync"
 )
 
-// The Java sources of the agent that fixes two defects of the Pub/Sub
+// The Java sources of the agent that fixes three defects of the Pub/Sub
 // emulator (see doc.go). They are embedded, not read from the
 // source tree, so that binaries built elsewhere (the chaos runner, the
 // benchmark) carry them and the cache key below is the hash of exactly what
@@ -33,6 +33,8 @@ const (
 
 	agentClass       = "com/github/pubsink/emulatoragent/Agent.class"
 	backlogFixClass  = "com/github/pubsink/emulatoragent/BacklogFix.class"
+	orderingFixClass = "com/github/pubsink/emulatoragent/OrderingFix.class"
+	classPatchClass  = "com/github/pubsink/emulatoragent/ClassPatch.class"
 	replacementClass = "io/grpc/InternalStatus.class"
 	// replacementEntry is where the replacement class lives in the jar: next
 	// to the agent class (Agent.class.getResourceAsStream resolves relative
@@ -228,7 +230,7 @@ func writeAgentJar(path string, manifest []byte, classes string) error {
 	if err != nil {
 		return err
 	}
-	for _, want := range []string{agentClass, backlogFixClass, replacementClass} {
+	for _, want := range []string{agentClass, backlogFixClass, orderingFixClass, classPatchClass, replacementClass} {
 		if !found[want] {
 			return fmt.Errorf("javac produced no %s", want)
 		}

@@ -3,7 +3,7 @@
 // tools/emulators, and hands out clients that talk to them.
 //
 // It owns the emulator processes (start, readiness, stop), the javaagent
-// that fixes two defects of the Pub/Sub emulator, and the client
+// that fixes three defects of the Pub/Sub emulator, and the client
 // options that reach an emulator without relying on the process environment.
 // It does not own topics, subscriptions or tables: callers create those, with
 // fresh names per test. Fault injection between a client and an emulator is
@@ -87,6 +87,20 @@
 // ID that is no longer delivered. TestEmulatorReleasesDelayedRedeliveries
 // reproduces it: two messages delivered three times come back after the
 // third lease with the agent, and not within 40 s without it.
+//
+// The third is in OrderedMessageBacklog, the state of a subscription with
+// message ordering, which assigns each ordering key to the stream that
+// pulls it and keeps it there while the key has messages delivered and not
+// acked. When a stream ends (its process killed) the emulator drops every
+// assignment to it, whatever the key still has out: the key's later
+// messages go to the next stream at once, and the ones the dead stream held
+// come back after them, when their lease runs out. Pub/Sub delivers a key
+// in order. The agent (javaagent/.../OrderingFix.java) points the one read
+// of the assignments in that loop at a helper that returns an empty map, so
+// a stream's end drops nothing and the key waits for its held messages.
+// TestEmulatorKeepsAKeyOnItsEndedStreamUntilItsHeldMessagesReturn pins it;
+// docs/emulator-ordering.md has the rest of the emulator's ordering.
+// Both class patches share javaagent/.../ClassPatch.java.
 //
 // The fixes leave the installed files alone. javaagent/ holds the Java
 // sources of a replacement io.grpc.InternalStatus (the same public members,

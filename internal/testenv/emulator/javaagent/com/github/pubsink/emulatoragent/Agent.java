@@ -1,8 +1,9 @@
 /*
- * A Java agent that fixes two defects of the Pub/Sub emulator without
+ * A Java agent that fixes three defects of the Pub/Sub emulator without
  * touching the installed files: io.grpc.InternalStatus (see
- * ../../../../io/grpc/InternalStatus.java) and the delayed redelivery of
- * MessageBacklog (see BacklogFix.java). internal/testenv/emulator/doc.go says
+ * ../../../../io/grpc/InternalStatus.java), the delayed redelivery of
+ * MessageBacklog (see BacklogFix.java) and the ordering key handoff of
+ * OrderedMessageBacklog when a stream ends (see OrderingFix.java). internal/testenv/emulator/doc.go says
  * how pubsink starts it (JAVA_OPTS=-javaagent:<jar>).
  *
  * The replacement class travels inside the agent jar as the resource
@@ -63,19 +64,17 @@ public final class Agent {
         return null;
       }
       if (BacklogFix.TARGET.equals(className)) {
-        try {
+        return patched("MessageBacklog", classfileBuffer, b -> {
           int[] calls = new int[1];
-          byte[] patched = BacklogFix.patch(classfileBuffer, calls);
-          if (patched == null) {
-            System.err.println("pubsink-agent: MessageBacklog has no call of nackMessage to patch; left as is");
-          } else {
-            System.err.println("pubsink-agent: patched MessageBacklog (" + calls[0] + " calls of nackMessage go through BacklogFix.nack)");
-          }
-          return patched;
-        } catch (Throwable t) {
-          System.err.println("pubsink-agent: MessageBacklog left as is: " + t);
-          return null;
-        }
+          byte[] p = BacklogFix.patch(b, calls);
+          return p == null ? null : new Patched(p, calls[0] + " calls of nackMessage go through BacklogFix.nack");
+        });
+      }
+      if (OrderingFix.TARGET.equals(className)) {
+        return patched("OrderedMessageBacklog", classfileBuffer, b -> {
+          byte[] p = OrderingFix.patch(b);
+          return p == null ? null : new Patched(p, "a stream's end drops no ordering key's stream");
+        });
       }
       if (!TARGET.equals(className)) {
         return null;
@@ -88,6 +87,33 @@ public final class Agent {
       }
       System.err.println("pubsink-agent: replaced io.grpc.InternalStatus (adds " + MISSING_METHOD + "(Status, Metadata, boolean))");
       return replacement.clone();
+    }
+  }
+
+  /** A patched class file and what the patch did, for the log. */
+  private record Patched(byte[] bytes, String what) {}
+
+  private interface Patch {
+    Patched apply(byte[] b) throws IOException;
+  }
+
+  /**
+   * Applies patch to the class name and logs the outcome: the patched bytes,
+   * or null (the class left as it is) when the patch does not recognise the
+   * code or fails.
+   */
+  private static byte[] patched(String name, byte[] b, Patch patch) {
+    try {
+      Patched p = patch.apply(b);
+      if (p == null) {
+        System.err.println("pubsink-agent: " + name + " is not the code the patch knows; left as is");
+        return null;
+      }
+      System.err.println("pubsink-agent: patched " + name + " (" + p.what() + ")");
+      return p.bytes();
+    } catch (Throwable t) {
+      System.err.println("pubsink-agent: " + name + " left as is: " + t);
+      return null;
     }
   }
 
