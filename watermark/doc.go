@@ -48,7 +48,11 @@
 //     capped at the oldest publish second holding an early message
 //     published after tracking began: the pipeline finished it and the
 //     tracker has not received it yet, so the tracker is behind at least
-//     that far, whatever its deliveries suggest.
+//     that far, whatever its deliveries suggest. "After tracking began" is
+//     from the first whole second after start + transit: a message
+//     published before that may have been received and acked by the
+//     previous leader's tracker and never come to this one (the startup
+//     guard covers those), and seconds are the buckets' resolution.
 //   - the candidate W = min(Tc - band, the minimum event time of every
 //     bucket with a pending message, the minimum event time of every bucket
 //     published within the last band). Messages not yet received by the

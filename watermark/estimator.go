@@ -156,7 +156,13 @@ func (e *estimator) tick(now time.Time, in inputs) int64 {
 	e.lastTick = t
 
 	// 1. Evidence since the last tick, kept for one idle period.
-	seen, fin, earlySec := e.hist.drain(floorDiv(max(e.start, t-maxEarlyAge), 1e9))
+	// Early messages count from the first whole second after the start
+	// (plus transit, as the startup guard counts it): one published
+	// before it may have been received and acked by the previous leader's
+	// tracker, so this one never receives it, and as an early message it
+	// would cap the frontier for maxEarlyAge. Those are the guard's. Seconds
+	// are the buckets' resolution, so the start's own second is left out.
+	seen, fin, earlySec := e.hist.drain(ceilDiv(max(e.preStart(), t-maxEarlyAge), 1e9))
 	e.window = append(e.window, tick{at: t, seen: seen})
 	drop := 0
 	for drop < len(e.window) && e.window[drop].at <= t-p.idle {

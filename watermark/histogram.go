@@ -274,6 +274,9 @@ func (h *histogram) forget(sec int64) int64 {
 	return dropped
 }
 
+// ceilDiv is a / b rounded towards plus infinity (b > 0).
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
+
 // floorDiv is a / b rounded towards minus infinity (b > 0).
 func floorDiv(a, b int64) int64 {
 	q := a / b
