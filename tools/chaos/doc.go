@@ -37,7 +37,7 @@
 //	              with a second revision committed mid-campaign; a .proto file with each and a second
 //	              table under when), each with a workload of its own of n/20 keys, and a reprocess of
 //	              the Avro BINARY one's middle range with a changed mapping beside the replicas (see
-//	              "Payload formats and reprocess"); CI runs it with -replicas 3
+//	              "Payload formats and reprocess"); CI runs it with -replicas 3, and with -mix -replicas 3
 //	-reprocess-rivals=false
 //	              leave the rivals (two payloads of one key) out of the reprocessed pipeline's
 //	              workload; by default it has them, and the reprocess must keep each live winner
