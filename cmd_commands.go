@@ -290,6 +290,7 @@ Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary 
 	fs.BoolVar(&req.DryRun, "dry-run", false, "check everything and print the plan; create and change nothing")
 	fs.StringVar(&req.HTTPAddr, "http-addr", "", "serve HTTP on this `address` instead of http.addr (\"-\": none), to run beside a live process on one host")
 	fs.DurationVar(&req.Idle, "idle", app.DefaultReprocessIdle, "end once no message of the range arrived for this `duration` and none is in flight")
+	fs.Float64Var(&req.Rate, "rate", 0, "process at most `N` messages of the range per second (0: no cap)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch {
 		case req.Pipeline == "":
@@ -298,6 +299,8 @@ Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary 
 			return usageError{"reprocess: give exactly one of --from and --snapshot", cmd.CommandPath()}
 		case req.Idle <= 0:
 			return usageError{"reprocess: --idle must be positive", cmd.CommandPath()}
+		case req.Rate < 0:
+			return usageError{"reprocess: --rate must not be negative", cmd.CommandPath()}
 		}
 		return app.ReprocessFile(ctx, *path, req, stdout, stderr)
 	}
@@ -324,7 +327,7 @@ the range again from its start. Progress goes to stderr, the summary to stdout.`
 	fs.StringVar(&req.Snapshot, "snapshot", "", "audit what this `snapshot` of the pipeline's subscription holds, instead of --from")
 	fs.StringVar(&req.Until, "until", "", "audit only what was published before this `time` (RFC 3339 or a duration before now); default: the start")
 	fs.StringVar(&req.Report, "report", "", "write one JSON line per finding, and a summary line, to this `file` (\"-\": stdout)")
-	fs.Float64Var(&req.Rate, "rate", 0, "read at most this many messages, then rows, per `second` (0: no cap)")
+	fs.Float64Var(&req.Rate, "rate", 0, "read at most `N` messages, then rows, per second (0: no cap)")
 	fs.StringVar(&req.HTTPAddr, "http-addr", "", "serve HTTP on this `address` instead of http.addr (\"-\": none), to run beside a live process on one host")
 	fs.DurationVar(&req.Idle, "idle", app.DefaultAuditIdle, "end the read once no message of the range arrived for this `duration` and none is in flight")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

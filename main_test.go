@@ -63,6 +63,8 @@ func TestExitCodes(t *testing.T) {
 		{"validate of a missing file exits 2", []string{"validate", "-c", filepath.Join(dir, "none.yaml")}, exitUsage, "none.yaml"},
 		{"the examples validate", []string{"validate", "-c", "examples.yaml"}, exitOK, "ok (3 pipelines)"},
 		{"validate refuses a dead-letter file in a missing directory", []string{"validate", "-c", noDir}, exitUsage, "pipelines[0].dead_letter.file: directory"},
+		{"reprocess refuses a negative --rate", []string{"reprocess", "-c", good, "--pipeline", "p", "--from", "1h", "--rate", "-1"}, exitUsage, "reprocess: --rate must not be negative"},
+		{"audit refuses a negative --rate", []string{"audit", "-c", good, "--pipeline", "p", "--from", "1h", "--rate", "-1"}, exitUsage, "audit: --rate must not be negative"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

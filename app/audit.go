@@ -14,7 +14,6 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -294,7 +293,8 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 	fmt.Fprintf(out, "audit %s: reading %s of pipeline %s on %s\n", name, describeAuditRange(rf, until), pc.Name, sub)
 
 	// The read pass.
-	limit := rateCap(req.Rate)
+	limit := reprocess.RateCap(req.Rate)
+	run.gate.Limit(limit)
 	src := pc.Source
 	src.Subscription, src.Ordering = sub, false
 	gated := run.gate.Wrap(source.New(ps, log, sub, src, maxBytes))
@@ -311,9 +311,6 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 		}
 	}()
 	readErr := gated.Run(readCtx, ctx, func(hctx context.Context, msg *source.Message) bool {
-		if limit != nil && limit.Wait(hctx) != nil {
-			return false
-		}
 		if err := auditor.Message(hctx, msg); err != nil {
 			log.Warn("audit: a message could not be read; it comes again", zap.String("message_id", msg.ID), zap.Error(err))
 			return false
@@ -427,16 +424,6 @@ func createAuditSubscription(ctx context.Context, ps *pubsub.Client, liveSub *pu
 		return fmt.Errorf("audit: seek the audit's subscription %s: %w", name, err)
 	}
 	return nil
-}
-
-// rateCap is --rate N as a token bucket (nil: no cap, N 0). Its burst is
-// a tenth of N (at least one), and it starts full: any second, the first
-// included, lets at most 1.1 N through.
-func rateCap(n float64) *rate.Limiter {
-	if n <= 0 {
-		return nil
-	}
-	return rate.NewLimiter(rate.Limit(n), max(1, int(n/10)))
 }
 
 // describeAuditRange is the range in the audit's lines.

@@ -43,6 +43,9 @@ type ReprocessRequest struct {
 	// Idle is how long no message of the range must arrive, none in
 	// flight, for the range to be done.
 	Idle time.Duration
+	// Rate caps the messages of the range processed per second (0: no
+	// cap), to spare the tables the live pipeline writes.
+	Rate float64
 	// HTTPAddr overrides http.addr ("" keeps it; "-" serves no HTTP).
 	HTTPAddr string
 }
@@ -307,6 +310,7 @@ func reprocessSteps(ctx context.Context, log *zap.Logger, cfg *config.Config, re
 	rcfg := *cfg
 	rcfg.Pipelines = []config.Pipeline{run}
 	gate := reprocess.NewGate(rec.From, rec.Until, now)
+	gate.Limit(reprocess.RateCap(req.Rate))
 	opts.reprocess = &reprocessRun{live: pc.Name, record: rec, gate: gate}
 	if opts.MemoryLimit == 0 {
 		opts.MemoryLimit = memoryLimit()

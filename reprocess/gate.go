@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/pubsink/pubsink/source"
 )
 
@@ -23,6 +25,7 @@ type Gate struct {
 	from, until time.Time // from is zero for a snapshot: the first message seen
 	now         func() time.Time
 
+	limit    *rate.Limiter // --rate; nil: no cap
 	inFlight atomic.Int64
 	done     atomic.Int64 // messages of the range finished (acked)
 	beyond   atomic.Int64 // messages after the range, acked unprocessed
@@ -45,6 +48,22 @@ func NewGate(from, until time.Time, now func() time.Time) *Gate {
 	return &Gate{from: from, until: until, now: now}
 }
 
+// Limit caps the messages of the range handed on per second with l (see
+// RateCap; nil: no cap). A message waits for its token after it arrived,
+// in flight, so that the range is not done while messages wait. Call it
+// before Run.
+func (g *Gate) Limit(l *rate.Limiter) { g.limit = l }
+
+// RateCap is --rate N as a token bucket (nil: no cap, N 0). Its burst is
+// a tenth of N (at least one), and it starts full: any second, the first
+// included, lets at most 1.1 N through.
+func RateCap(n float64) *rate.Limiter {
+	if n <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(n), max(1, int(n/10)))
+}
+
 // Wrap returns src behind the gate.
 func (g *Gate) Wrap(src Source) Source { return gated{src, g} }
 
@@ -65,11 +84,14 @@ func (s gated) Run(receiveCtx, workCtx context.Context, h source.Handler) error 
 		}
 		g.arrived(m.PublishTime)
 		g.inFlight.Add(1)
+		defer g.inFlight.Add(-1)
+		if g.limit != nil && g.limit.Wait(ctx) != nil {
+			return false // stopped while waiting: it comes again
+		}
 		ack := h(ctx, m)
 		if ack {
 			g.finished(m.PublishTime)
 		}
-		g.inFlight.Add(-1)
 		return ack
 	})
 }

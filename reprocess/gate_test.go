@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/pubsink/pubsink/source"
 )
 
@@ -142,3 +144,66 @@ func TestProgressCountsTheRangeFromItsFirstMessage(t *testing.T) {
 		t.Errorf("progress from %v, fraction %v; want from the first message, 0.1", p.From, p.Fraction)
 	}
 }
+
+// TestALimitedGateHoldsAMessageInFlightUntilItsToken: behind a gate limited
+// to one message and (practically) no refill, the first message of the
+// range goes on and the second waits for its token, counted in flight, so
+// that the range is not done however long it waits; stopped meanwhile, it
+// is nacked unprocessed (it comes again). Messages after the range take no
+// token.
+func TestALimitedGateHoldsAMessageInFlightUntilItsToken(t *testing.T) {
+	clk := &clock{}
+	from := clk.now().Add(-time.Hour)
+	until := from.Add(30 * time.Minute)
+	g := NewGate(from, until, clk.now)
+	g.Limit(rate.NewLimiter(rate.Limit(1e-9), 1))
+	handler := func(_ context.Context, m *source.Message) bool { return true }
+	run := func(ctx context.Context, m *source.Message) bool {
+		var ack bool
+		src := &oneShot{m: m, ack: &ack}
+		if err := g.Wrap(src).Run(ctx, ctx, handler); err != nil {
+			t.Fatal(err)
+		}
+		return ack
+	}
+	if !run(context.Background(), &source.Message{ID: "beyond", PublishTime: until.Add(time.Minute)}) {
+		t.Fatal("a message after the range was not acked")
+	}
+	if !run(context.Background(), &source.Message{ID: "first", PublishTime: from}) {
+		t.Fatal("the first message of the range, within the burst, was not acked")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	acked := make(chan bool)
+	go func() { acked <- run(ctx, &source.Message{ID: "second", PublishTime: from.Add(time.Minute)}) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Progress().InFlight != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("progress %+v, want the second message in flight", g.Progress())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.advance(time.Hour)
+	if g.Done(time.Minute) {
+		t.Error("done while a message of the range waits for its token")
+	}
+	cancel()
+	if <-acked {
+		t.Error("the waiting message was acked unprocessed")
+	}
+	if p := g.Progress(); p.Done != 1 || p.InFlight != 0 || p.Beyond != 1 {
+		t.Errorf("progress %+v, want 1 done, 0 in flight, 1 beyond", p)
+	}
+}
+
+// oneShot hands its one message to the handler and records the answer.
+type oneShot struct {
+	m   *source.Message
+	ack *bool
+}
+
+func (s *oneShot) Run(_, workCtx context.Context, h source.Handler) error {
+	*s.ack = h(workCtx, s.m)
+	return nil
+}
+func (s *oneShot) Receiving() bool { return true }
+func (s *oneShot) Stalled() error  { return nil }

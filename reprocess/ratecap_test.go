@@ -1,4 +1,4 @@
-package app
+package reprocess
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // the machine's speed.
 func TestRateCapsEverySecondTheFirstIncluded(t *testing.T) {
 	for _, n := range []float64{1, 20, 148, 500, 5000} {
-		lim := rateCap(n)
+		lim := RateCap(n)
 		t0 := time.Now()
 		// Everything asks at once at the start: how many may go in each
 		// of the first three seconds?
@@ -34,7 +34,7 @@ func TestRateCapsEverySecondTheFirstIncluded(t *testing.T) {
 			}
 		}
 	}
-	if rateCap(0) != nil {
+	if RateCap(0) != nil {
 		t.Error("--rate 0 is a cap")
 	}
 }
