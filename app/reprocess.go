@@ -477,28 +477,48 @@ func endRun(ctx context.Context, ps *pubsub.Client, lock *reprocess.Lock, rec *r
 
 // emptyRange answers a run that got no message of its range. It is an
 // error (a *ConfigError: running it again gets nothing more) when the topic
-// is known to have carried messages in the range: the live pipeline's
-// dedupe journal holds keys claimed in it (exactly_once), or the restore
-// point shows the live subscription holding an unacked message published
-// in it. Otherwise the summary only notes it: an empty range may be a
-// quiet one.
+// is known to have carried messages in the range (rangeEvidence).
+// Otherwise the summary only notes it: an empty range may be a quiet one.
 func emptyRange(ctx context.Context, ps *pubsub.Client, state *bigtable.Table, live, topic string, rec *reprocess.Record, out io.Writer) error {
-	from := rec.From
-	if rec.Snapshot != "" {
-		from = oldestRetained(ctx, ps, rec.Snapshot)
+	r := emptyRead{command: "reprocess", name: rec.Name, rangeText: describeRange(rec), live: live, topic: topic,
+		from: rec.From, until: rec.Until, snapshot: rec.Snapshot, restorePoint: rec.RestorePoint, started: rec.Started,
+		what: "reprocess only a range published after retention was enabled"}
+	return r.check(ctx, ps, state, out)
+}
+
+// emptyRead is a reprocess's or an audit's read that got no message of
+// its range: what check needs to look for proof that the topic had some.
+type emptyRead struct {
+	command, name, rangeText string // "reprocess" or "audit", the run's name, its range as printed
+	live, topic              string // the live pipeline's name, its topic
+	from, until              time.Time
+	snapshot, restorePoint   string    // "" when none
+	started                  time.Time // when the run started
+	what                     string    // what to do instead, the first half of the advice
+}
+
+// check is an error (a *ConfigError) when the topic is known to have
+// carried messages in the range: the live pipeline's dedupe journal holds
+// keys claimed in it (exactly_once), or the restore point shows the live
+// subscription holding an unacked message published in it. Otherwise it
+// prints a note for the summary.
+func (r emptyRead) check(ctx context.Context, ps *pubsub.Client, state *bigtable.Table, out io.Writer) error {
+	from := r.from
+	if r.snapshot != "" {
+		from = oldestRetained(ctx, ps, r.snapshot)
 	}
 	var evidence []string
 	if !from.IsZero() {
-		if n, err := dedupe.ClaimedBetween(ctx, state, live, from, rec.Until); err == nil && n > 0 {
-			evidence = append(evidence, fmt.Sprintf("the live pipeline %q claimed %d messages' keys in that time (its dedupe journal)", live, n))
+		if n, err := dedupe.ClaimedBetween(ctx, state, r.live, from, r.until); err == nil && n > 0 {
+			evidence = append(evidence, fmt.Sprintf("the live pipeline %q claimed %d messages' keys in that time (its dedupe journal)", r.live, n))
 		}
 	}
-	if rec.RestorePoint != "" {
+	if r.restorePoint != "" {
 		// A backlog: older than a minute before the run's start, so that
 		// clock skew and messages in flight do not count.
-		t := oldestRetained(ctx, ps, rec.RestorePoint)
-		if !t.IsZero() && t.Before(rec.Started.Add(-time.Minute)) && !t.After(rec.Until) && (from.IsZero() || !t.Before(from)) {
-			evidence = append(evidence, fmt.Sprintf("the live subscription holds an unacked message published at %s (restore point %s)", t.Format(time.RFC3339Nano), rec.RestorePoint))
+		t := oldestRetained(ctx, ps, r.restorePoint)
+		if !t.IsZero() && t.Before(r.started.Add(-time.Minute)) && !t.After(r.until) && (from.IsZero() || !t.Before(from)) {
+			evidence = append(evidence, fmt.Sprintf("the live subscription holds an unacked message published at %s (restore point %s)", t.Format(time.RFC3339Nano), r.restorePoint))
 		}
 	}
 	why := "a new subscription gets only what the topic retains: messages published before its message retention was enabled " +
@@ -507,10 +527,10 @@ func emptyRange(ctx context.Context, ps *pubsub.Client, state *bigtable.Table, l
 		fmt.Fprintf(out, "  note         no message of the range arrived; if the topic had messages in it, %s\n", why)
 		return nil
 	}
-	return &ConfigError{fmt.Errorf("reprocess %s: no message of the range (%s) arrived, but %s: the topic had messages in the range that the run's subscription did not get. "+
+	return &ConfigError{fmt.Errorf("%s %s: no message of the range (%s) arrived, but %s: the topic had messages in the range that the run's subscription did not get. "+
 		"Why: %s. What to do: see what %s retains (`gcloud pubsub topics describe %s --format='value(messageRetentionDuration)'`); "+
-		"reprocess only a range published after retention was enabled, or give --snapshot with a snapshot of the live subscription taken before the range",
-		rec.Name, describeRange(rec), strings.Join(evidence, ", and "), why, topic, topic)}
+		"%s, or give --snapshot with a snapshot of the live subscription taken before the range",
+		r.command, r.name, r.rangeText, strings.Join(evidence, ", and "), why, r.topic, r.topic, r.what)}
 }
 
 // oldestRetained reads a snapshot's oldest message: Pub/Sub expires a

@@ -22,8 +22,9 @@ import (
 // the change is not retained either), so a reprocess of the range gets no
 // message of it: it says so, naming the range, why and what to do, and
 // fails (a ConfigError: exit 2), where it used to print "done" with 0
-// messages. A range in which the live pipeline claimed nothing is no
-// error: the summary notes that nothing arrived.
+// messages. An audit of the range does the same, where it said "clean".
+// A range in which the live pipeline claimed nothing is no error: the
+// summary notes that nothing arrived.
 func TestReprocessOfARangeTheTopicNoLongerGivesFails(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -83,6 +84,26 @@ func TestReprocessOfARangeTheTopicNoLongerGivesFails(t *testing.T) {
 		t.Error("the run's subscription is still there: the run did not end")
 	}
 
+	// An audit of the same range reads nothing either: it says so and
+	// fails the same way, where it used to say "clean" (exit 0).
+	out.Reset()
+	areq := app.AuditRequest{Pipeline: "e2e", From: from.Format(time.RFC3339Nano), Until: until.Format(time.RFC3339Nano), Idle: 2 * time.Second}
+	err = app.Audit(ctx, nopLogger(), cfg, areq, e.reprocessOptions(), &out, io.Discard)
+	if !errors.As(err, &ce) {
+		t.Fatalf("an audit of a range the topic no longer gives: %v, want a ConfigError (exit 2)\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"audit e2e~a", "no message of the range (" + rangeInOnePrecision(from, until) + ") arrived",
+		`the live pipeline "e2e" claimed 20 messages' keys in that time`, "audit only a range published after retention was enabled",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the audit's error lacks %q:\n%v", want, err)
+		}
+	}
+	if s := out.String(); strings.Contains(s, "clean") || !strings.Contains(s, "nothing compared: no message of the range arrived") {
+		t.Errorf("the audit's summary of an empty read:\n%s", s)
+	}
+
 	// A range before anything was published: nothing claimed, a note.
 	out.Reset()
 	req = app.ReprocessRequest{Pipeline: "e2e", From: quietFrom.Format(time.RFC3339Nano), Until: quietUntil.Format(time.RFC3339Nano), Idle: 2 * time.Second, NoRestorePoint: true}
@@ -91,6 +112,14 @@ func TestReprocessOfARangeTheTopicNoLongerGivesFails(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "  note         no message of the range arrived; if the topic had messages in it,") {
 		t.Errorf("the summary of a quiet range has no note:\n%s", out.String())
+	}
+	out.Reset()
+	areq = app.AuditRequest{Pipeline: "e2e", From: quietFrom.Format(time.RFC3339Nano), Until: quietUntil.Format(time.RFC3339Nano), Idle: 2 * time.Second}
+	if err := app.Audit(ctx, nopLogger(), cfg, areq, e.reprocessOptions(), &out, io.Discard); err != nil {
+		t.Fatalf("an audit of a quiet range: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "nothing compared: no message of the range arrived") || !strings.Contains(s, "  note         no message of the range arrived; if the topic had messages in it,") {
+		t.Errorf("the audit's summary of a quiet range:\n%s", s)
 	}
 }
 
