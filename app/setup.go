@@ -241,7 +241,7 @@ func (s *setup) widenRetention(ctx context.Context, name string, have, want time
 	if have > 0 {
 		from = have.String()
 	}
-	s.say("topic %s exists: widened its message retention from %s to %v\n  note: only messages published from now on are retained: reprocess --from cannot reach before now", name, from, want)
+	s.say("topic %s exists: widened its message retention from %s to %v\n  note: Pub/Sub retains only messages published from now on, so reprocess and audit --from cannot reach before now; the emulator gives a subscription created after this change no history at all (to try them locally, create the topic with its retention)", name, from, want)
 	return nil
 }
 

@@ -205,7 +205,7 @@ func TestSetupCreatesTheTopicWithItsMessageRetention(t *testing.T) {
 		case !existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "created topic "+topic+" (message retention 24h0m0s)")):
 			t.Errorf("new topic: retention %v, output:\n%s", keeps, out.String())
 		case existing && (keeps != 24*time.Hour || !strings.Contains(out.String(), "topic "+topic+" exists: widened its message retention from none to 24h0m0s\n"+
-			"  note: only messages published from now on are retained: reprocess --from cannot reach before now\n")):
+			"  note: Pub/Sub retains only messages published from now on, so reprocess and audit --from cannot reach before now; the emulator gives a subscription created after this change no history at all (to try them locally, create the topic with its retention)\n")):
 			t.Errorf("existing topic: retention %v, want widened to 24h; output:\n%s", keeps, out.String())
 		}
 	}
