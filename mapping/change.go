@@ -144,6 +144,20 @@ func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []
 			return
 		}
 	}
+	for _, lit := range e.ResultLiterals() {
+		if _, ok := parseOp(lit); ok {
+			continue
+		}
+		// A value the expression can give that names no operation would
+		// dead-letter every message that takes its branch: say it now.
+		msg := fmt.Sprintf("the expression can give %q, which is not an operation", lit)
+		if near := nearOperation(lit); near != "" {
+			msg += fmt.Sprintf("; did you mean %s? (the operations: %s)", near, operationList)
+		} else {
+			msg += fmt.Sprintf("; the operations are %s", operationList)
+		}
+		c.add(at+".op", errors.New(msg))
+	}
 	c.m.exprs = true
 	c.m.usesDecode = c.m.usesDecode || e.ReadsData()
 	rm.opExpr = e

@@ -496,6 +496,10 @@ func TestChangeCompileProblems(t *testing.T) {
 		{config.Mapping{Op: "1 + 2"}, "sink.mappings[1].op", `the expression is of type int; want string (one of set, delete, delete_family, delete_columns)`},
 		{config.Mapping{Op: "data.kind == 'd'"}, "sink.mappings[1].op", `the expression is of type bool; want string (one of set, delete, delete_family, delete_columns)`},
 		{config.Mapping{Op: "data.?kind"}, "sink.mappings[1].op", `the expression is of type optional_type(dyn); want string (one of set, delete, delete_family, delete_columns)`},
+		{config.Mapping{Op: "data.op == 'd' ? 'delete' : 'upsert'"}, "sink.mappings[1].op", `the expression can give "upsert", which is not an operation; the operations are set, delete, delete_family, delete_columns`},
+		{config.Mapping{Op: "data.op == 'd' ? 'delet' : data.op"}, "sink.mappings[1].op", `the expression can give "delet", which is not an operation; did you mean delete? ` + ops},
+		{config.Mapping{Op: "data.op == 'd' ? 'delete' : (data.op == 'f' ? 'delete-family' : 'set')"}, "sink.mappings[1].op", `the expression can give "delete-family", which is not an operation; did you mean delete_family? ` + ops},
+		{config.Mapping{Op: "'Set'"}, "sink.mappings[1].op", `the expression can give "Set", which is not an operation; did you mean set? ` + ops},
 		{config.Mapping{Op: "dta.op"}, "sink.mappings[1].op", `1:1: undeclared reference to 'dta' (did you mean 'data'?)`},
 		{config.Mapping{Op: "item.op"}, "sink.mappings[1].op", `1:1: undeclared reference to 'item'`},
 		{config.Mapping{Op: "data.op =="}, "sink.mappings[1].op", "1:11: Syntax error: mismatched input '<EOF>' expecting"},
@@ -512,8 +516,23 @@ func TestChangeCompileProblems(t *testing.T) {
 		}
 	}
 
+	// Both of the issue's literals are reported; a literal that is no
+	// result (a comparison's) is none, and a result that is not a literal
+	// stays a check per message.
+	_, err := New(changeConfig(config.Mapping{RowKey: "k", Columns: map[string]string{"v": "x"}},
+		config.Mapping{RowKey: "k", Columns: map[string]string{"v": "{data.v}"}, Op: "data.op == 'd' ? 'remove' : 'upsert'"}), nil, sinks.Limits{})
+	if ps := (config.Problems)(nil); !errors.As(err, &ps) || len(ps) != 2 || !strings.Contains(ps[0].Message, `"remove"`) || !strings.Contains(ps[1].Message, `"upsert"`) {
+		t.Errorf("remove and upsert: %v", err)
+	}
+	for _, op := range []string{"data.op == 'remove' ? 'delete' : 'set'", "data.op == 'd' ? 'delete' : data.op", "data.op"} {
+		if _, err := New(changeConfig(config.Mapping{RowKey: "k", Columns: map[string]string{"v": "x"}},
+			config.Mapping{RowKey: "k", Columns: map[string]string{"v": "{data.v}"}, Op: op}), nil, sinks.Limits{}); err != nil {
+			t.Errorf("%s: %v", op, err)
+		}
+	}
+
 	// The single mapping's op is at sink.op; item is declared with each.
-	_, err := New(single(config.Mapping{RowKey: "k", Columns: map[string]string{"v": "x"}, Op: "1"}), nil, sinks.Limits{})
+	_, err = New(single(config.Mapping{RowKey: "k", Columns: map[string]string{"v": "x"}, Op: "1"}), nil, sinks.Limits{})
 	var ps config.Problems
 	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Path != "sink.op" {
 		t.Errorf("single mapping: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
 )
@@ -295,4 +296,33 @@ func readsVar(e celast.Expr, name string, depth int) bool {
 		}
 	}
 	return false
+}
+
+// ResultLiterals returns the string literals that the expression can give
+// as its value: itself when it is one, and those of both branches of a
+// conditional (c ? a : b), at any depth. Whatever else a branch is (a
+// field, a call) can give anything and is not looked into; a literal
+// elsewhere (a comparison's, an argument's) is no result. For checking at
+// validate what a mapping can only otherwise find per message.
+func (e *Expr) ResultLiterals() []string {
+	var out []string
+	resultLiterals(e.ast.NativeRep().Expr(), &out, 0)
+	return out
+}
+
+func resultLiterals(e celast.Expr, out *[]string, depth int) {
+	if e == nil || depth > 1000 {
+		return
+	}
+	switch e.Kind() {
+	case celast.LiteralKind:
+		if s, ok := e.AsLiteral().Value().(string); ok {
+			*out = append(*out, s)
+		}
+	case celast.CallKind:
+		if c := e.AsCall(); c.FunctionName() == operators.Conditional && len(c.Args()) == 3 {
+			resultLiterals(c.Args()[1], out, depth+1)
+			resultLiterals(c.Args()[2], out, depth+1)
+		}
+	}
 }
