@@ -98,6 +98,12 @@ type Options struct {
 	// too, each with a workload of Messages/20 keys, and the reprocess of
 	// one of them (formats.go, reprocess.go).
 	Formats bool
+	// Ordered gives the change pipeline a subscription with message
+	// ordering, each change published under its row key as the ordering
+	// key: a kill or term of a replica then hits the holder of keys, whose
+	// held changes must come back before the key's later ones (the
+	// emulator's javaagent, OrderingFix). -ordered sets Changes.
+	Ordered bool
 	// ReprocessRivals gives the reprocessed pipeline's workload rivals
 	// too: the reprocess must keep the live pipeline's winner of each key
 	// (dedupe.Rerun). The command line sets it unless -reprocess-rivals=false.
@@ -126,7 +132,7 @@ func (o Options) pipes(dir string) []PipeSpec {
 		out = mixPipes(dir)
 	}
 	if o.Changes {
-		out = append(out, changePipe(dir))
+		out = append(out, changePipe(dir, o.Ordered))
 	}
 	if o.Formats {
 		out = append(out, formatPipes(dir)...)

@@ -62,9 +62,10 @@ const changeOpExpr = `{'c': 'set', 'r': 'set', 'u': 'set', 'd': 'delete', 'f': '
 // dir: at_least_once, so that every redelivery and publisher duplicate
 // reaches the sink again, no tracking subscription (no watermark: a
 // change is never late), a dead-letter file for the changes whose op is no
-// operation.
-func changePipe(dir string) PipeSpec {
-	return PipeSpec{Name: changePipeName, Mode: modeAtLeastOnce, Output: deadletter.KindFile, Changes: true,
+// operation; with ordered, its subscription has message ordering
+// (source.ordering).
+func changePipe(dir string, ordered bool) PipeSpec {
+	return PipeSpec{Name: changePipeName, Mode: modeAtLeastOnce, Output: deadletter.KindFile, Changes: true, Ordered: ordered,
 		Topic: changeTopic, Sub: changeSub, Table: chgUpsertTable, DLFile: filepath.Join(dir, "chg-dlq.jsonl"), Streams: 1}
 }
 
@@ -84,6 +85,7 @@ func changePipeYAML(p PipeSpec) string {
       streams: %d
       max_outstanding_messages: 1000
       max_outstanding_bytes: 64MiB
+      ordering: %t
     sink:
       type: bigtable
       table: %s
@@ -94,7 +96,7 @@ func changePipeYAML(p PipeSpec) string {
       tombstone_retention: 48h
       batch: {max_messages: 200, max_bytes: 4MiB, max_delay: 20ms}
       mappings:
-`, p.Name, p.Mode, p.Topic, p.Sub, p.Streams, p.Table, chgFamily, chgTombFamily)
+`, p.Name, p.Mode, p.Topic, p.Sub, p.Streams, p.Ordered, p.Table, chgFamily, chgTombFamily)
 	for _, m := range changeMappings {
 		fmt.Fprintf(&b, `        - table: %s
           row_key: "{data.key}"
@@ -473,16 +475,21 @@ func (c *campaign) changeMessage(i int) *pubsub.Message {
 		v = "dup"
 	}
 	c.chgSteps[i].at = time.Now()
-	return &pubsub.Message{Data: ch.Data, Attributes: map[string]string{
+	m := &pubsub.Message{Data: ch.Data, Attributes: map[string]string{
 		"cid": strconv.Itoa(ch.N), "v": v, "key": ch.Key,
 		"ts": strconv.FormatInt(c.chgBase.Add(ch.At).UnixMilli(), 10),
 	}}
+	if c.opts.Ordered {
+		m.OrderingKey = ch.Key
+	}
+	return m
 }
 
 // publishChanges publishes the change plan's bursts paced evenly over the
 // workload's duration, each burst at once.
 func (c *campaign) publishChanges(ctx context.Context, t0 time.Time) error {
 	pub := c.pubsub.Publisher(changeTopic)
+	pub.EnableMessageOrdering = c.opts.Ordered
 	defer pub.Stop()
 	var wg sync.WaitGroup
 	interval := c.opts.Duration / time.Duration(max(len(c.chg.Bursts), 1))
@@ -498,6 +505,9 @@ func (c *campaign) publishChanges(ctx context.Context, t0 time.Time) error {
 			res, at := pub.Publish(ctx, m), i
 			wg.Go(func() {
 				id, err := res.Get(context.WithoutCancel(ctx))
+				if err != nil && m.OrderingKey != "" {
+					pub.ResumePublish(m.OrderingKey) // the key's later changes are published still (and fail as unpublished if they do)
+				}
 				c.mu.Lock()
 				c.chgSteps[at].id, c.chgSteps[at].err = id, err
 				c.mu.Unlock()

@@ -211,9 +211,16 @@ func TestChangeModel(t *testing.T) {
 // it, b by a delete_columns, the event time as the timestamp; a poison
 // code dead-lettered as expression_failed.
 func TestTheChangeMappingMakesWhatTheModelReads(t *testing.T) {
-	cfg, err := config.Parse([]byte(configYAML("127.0.0.1:1", []PipeSpec{changePipe(t.TempDir())})))
+	cfg, err := config.Parse([]byte(configYAML("127.0.0.1:1", []PipeSpec{changePipe(t.TempDir(), false)})))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Pipelines[0].Source.Ordering {
+		t.Error("the change pipeline asks for message ordering without -ordered")
+	}
+	ordered, err := config.Parse([]byte(configYAML("127.0.0.1:1", []PipeSpec{changePipe(t.TempDir(), true)})))
+	if err != nil || !ordered.Pipelines[0].Source.Ordering {
+		t.Fatalf("with -ordered the change pipeline's source.ordering is not true: %v", err)
 	}
 	m, err := mapping.New(cfg.Pipelines[0], nil, sinks.Limits{})
 	if err != nil {
@@ -288,7 +295,7 @@ func perfectChanges(t *testing.T) *ChangeObserved {
 	t.Helper()
 	p := NewChangePlan(11, ChangeConfig{Changes: 300})
 	begin := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	o := &ChangeObserved{Begin: begin, Pipe: changePipe("dir"), Plan: p, Base: chgBaseOf(begin), Steps: make([]published, len(p.Steps)),
+	o := &ChangeObserved{Begin: begin, Pipe: changePipe("dir", false), Plan: p, Base: chgBaseOf(begin), Steps: make([]published, len(p.Steps)),
 		Tables: map[string]map[string]chgRow{}}
 	var committed, poison int64
 	for i, s := range p.Steps {

@@ -33,6 +33,11 @@
 //	-changes      also run the change pipeline in every process, with a workload of its own of about
 //	              n/5 changes on its own topic, held to the model of its changes applied in event-time
 //	              order (see "Change stream"); on with -mix
+//	-ordered      give the change pipeline's subscription message ordering (source.ordering), each change
+//	              published under its row key as the ordering key; implies -changes. A kill or term then
+//	              hits the holder of keys: the emulator's javaagent keeps a dead stream's keys until their
+//	              held changes come back (internal/testenv/emulator, OrderingFix), and the tables must
+//	              still equal the model
 //	-formats      also run the format pipelines in every process (Avro topic schema, BINARY and JSON,
 //	              with a second revision committed mid-campaign; a .proto file with each and a second
 //	              table under when), each with a workload of its own of n/20 keys, and a reprocess of

@@ -45,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dryRun := fs.Bool("dry-run", false, "print the workload and the fault schedule of the seed, and run nothing")
 	mix := fs.Bool("mix", false, "run two pipelines in every process (exactly_once with a dead-letter table and late_data: accept; at_least_once with a dead-letter file and late_data: drop) instead of the default one, with the replicas' clocks skewed, and the change pipeline beside them")
 	changes := fs.Bool("changes", false, "also run the change pipeline (two change mappings, upsert and replace_if_newer) with its own workload of changes (n/5), held to the model of its changes applied in event-time order (on with -mix)")
+	ordered := fs.Bool("ordered", false, "the change pipeline's subscription with message ordering, each change published under its row key as the ordering key (implies -changes)")
 	formats := fs.Bool("formats", false, "also run the format pipelines (Avro topic schema BINARY and JSON with a revision committed mid-campaign; a .proto file with each and a second table under when), each with its own workload of n/20 keys, and a reprocess of the Avro BINARY one's middle range with a changed mapping beside them; CI runs it with -replicas 3")
 	reprocessRivals := fs.Bool("reprocess-rivals", true, "give the reprocessed pipeline's workload rivals too (the reprocess must keep the live pipeline's winner of each key); false leaves them out")
 	skew := fs.Duration("skew", -1, "largest clock offset of a replica, spread from +D to -D over the replicas (default 2s with -mix, else 0)")
@@ -57,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate, Mix: *mix, Changes: *changes || *mix, Formats: *formats, ReprocessRivals: *reprocessRivals}
+	opts := Options{Seed: *seed, Replicas: *replicas, Messages: 50000, Duration: 6 * time.Minute, MaxStall: 30 * time.Second, BigPayloads: 5, Settle: 3 * time.Minute, Binary: *binary, Log: stderr, TolerateLateAfterFault: *tolerate, Mix: *mix, Changes: *changes || *mix || *ordered, Ordered: *ordered, Formats: *formats, ReprocessRivals: *reprocessRivals}
 	if *short {
 		opts.Messages, opts.Duration, opts.MaxStall, opts.BigPayloads, opts.Settle = 3000, 60*time.Second, 10*time.Second, 2, 90*time.Second
 	}
@@ -112,6 +113,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if opts.Changes {
 			rerun += " -changes"
 		}
+	}
+	if opts.Ordered {
+		rerun += " -ordered"
 	}
 	if opts.Formats {
 		rerun += " -formats"

@@ -40,6 +40,8 @@ type PipeSpec struct {
 	// of changeMappings (Table is the first's) and has no tracking
 	// subscription; CheckChanges holds it to the model.
 	Changes bool
+	// Ordered gives the change pipeline's subscription message ordering.
+	Ordered bool
 	Topic   string
 	// Format marks a format pipeline (formatPipes): fmtAvroBinary,
 	// fmtAvroJSON or fmtProto. It reads Topic, the format workload's own,
