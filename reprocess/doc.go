@@ -42,5 +42,7 @@
 // (counted as beyond), and reports the range done once no message of the
 // range arrived for the idle period and none is in flight. A message the
 // pipeline nacks (a retry) is in flight until it comes back and is
-// finished.
+// finished. Under --rate (Gate.Limit, RateCap) a message of the range waits
+// for its token in flight too, so a capped run is not done while messages
+// wait; what follows the range takes no token.
 package reprocess
