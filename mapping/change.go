@@ -42,6 +42,14 @@ const (
 	missingDelete
 )
 
+// policyName is each policy's name in the configuration (Column.OnMissing).
+var policyName = [...]string{
+	missingDeadLetter: config.MissingDeadLetter,
+	missingSkip:       config.MissingSkip,
+	missingEmpty:      config.MissingEmpty,
+	missingDelete:     config.MissingDelete,
+}
+
 // operations are the fixed ops, by sinks.Op, as config names them.
 var operations = [...]string{
 	sinks.OpSet:           config.OpSet,
@@ -341,6 +349,10 @@ func missingCell(r *Result, row *sinks.Row, c *column, err error) error {
 	if c.policy == missingDeadLetter || !isMissing(err) {
 		return cellError(c.key, err)
 	}
+	if r.MissingColumns == nil {
+		r.MissingColumns = r.missed[:0]
+	}
+	r.MissingColumns = append(r.MissingColumns, c.index)
 	switch c.policy {
 	case missingSkip:
 		r.Missing.Skip++

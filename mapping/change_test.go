@@ -546,3 +546,44 @@ func TestChangeCompileProblems(t *testing.T) {
 		t.Errorf("a fixed op: exprs %v, usesDecode %v", m.exprs, m.usesDecode)
 	}
 }
+
+// TestMissingColumnsNameEachColumnMissedByItsPolicy: Columns lists every
+// column with its key, template and policy, and a message's MissingColumns
+// indexes those whose value was missing under a policy other than
+// dead_letter, once per row of an each mapping: what pubsink try counts
+// and what the run-time warning of a column never filled watches.
+func TestMissingColumnsNameEachColumnMissedByItsPolicy(t *testing.T) {
+	cfg := changeConfig(
+		config.Mapping{RowKey: "{data.id}", OnMissing: config.MissingSkip, Columns: map[string]string{"last_name": "{data.lastname}", "first_name": "{data.first_name}"}},
+		config.Mapping{Table: "u", RowKey: "{item.id}", Each: "data.items", OnMissingColumns: map[string]string{"v": config.MissingEmpty}, Columns: map[string]string{"v": "{item.v}"}},
+	)
+	m := mustNew(t, cfg)
+	var got []string
+	for _, c := range m.Columns() {
+		got = append(got, c.Key+" "+c.Table+" "+c.Name+" "+c.Template+" "+c.OnMissing)
+	}
+	want := []string{
+		"sink.mappings[0].columns.first_name t first_name {data.first_name} skip",
+		"sink.mappings[0].columns.last_name t last_name {data.lastname} skip",
+		"sink.mappings[1].columns.v u v {item.v} empty",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Columns()\n%q\nwant\n%q", got, want)
+	}
+	for _, c := range []struct {
+		data string
+		want []uint16
+	}{
+		{`{"id": 1, "first_name": "Ada", "last_name": "L", "items": [{"id": 1, "v": "x"}]}`, []uint16{1}},
+		{`{"id": 1, "first_name": null, "last_name": "L", "items": [{"id": 1}, {"id": 2, "v": "y"}, {"id": 3}]}`, []uint16{0, 1, 2, 2}},
+		{`{"id": 1, "first_name": "Ada", "lastname": "L", "items": []}`, nil},
+	} {
+		r, err := mapJSON(m, c.data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.MissingColumns, c.want) {
+			t.Errorf("%s: MissingColumns %v, want %v", c.data, r.MissingColumns, c.want)
+		}
+	}
+}

@@ -46,11 +46,18 @@ type Result struct {
 	// mapping's row that was not made because every column was skipped.
 	// dead_letter ends in a BadInput.
 	Missing Missing
+	// MissingColumns are the indexes in Mapper.Columns of the columns
+	// counted in Missing, in the order met: a column of an each mapping
+	// is there once per row that missed it. A column of a made row not
+	// in it was filled.
+	MissingColumns []uint16
 
 	// row and cells back Rows for a message of one row with at most two
 	// columns, so that the common case costs no allocation of their own.
 	row   [1]sinks.Row
 	cells [2]sinks.Cell
+	// missed backs MissingColumns for the common few.
+	missed [4]uint16
 	// in is the templates' input on Map's plain path (see Map).
 	in template.Input
 }
@@ -63,7 +70,7 @@ type Missing struct {
 // reset makes r a zero Result, field by field: a composite literal would
 // be built in Map's frame first (see Map).
 func (r *Result) reset() {
-	r.EventTime, r.Key, r.Filtered, r.Rows, r.Missing = time.Time{}, "", false, nil, Missing{}
+	r.EventTime, r.Key, r.Filtered, r.Rows, r.Missing, r.MissingColumns = time.Time{}, "", false, nil, Missing{}, nil
 	r.row[0] = sinks.Row{}
 	r.cells[0], r.cells[1] = sinks.Cell{}, sinks.Cell{}
 	r.in = template.Input{}
@@ -118,6 +125,8 @@ type Mapper struct {
 	// once (see BoundDecoding); nil until set.
 	decoding *semaphore.Weighted
 	budget   int64
+	// columns lists the mappings' columns (Columns).
+	columns []Column
 }
 
 // treeAmplification is how many bytes of decoded tree one payload byte may
@@ -173,7 +182,29 @@ type column struct {
 	payload bool
 	// policy is what a value that is missing gets (on_missing).
 	policy missingPolicy
+	// index is the column's in Mapper.Columns.
+	index uint16
 }
+
+// Column is one column of the pipeline's mappings, as Columns lists them.
+type Column struct {
+	// Key is the column's key in the pipeline, as validate names it:
+	// sink.columns.last_name, sink.mappings[1].columns.x.
+	Key string
+	// Table and Family are those of its rows (sinks.Row: empty for the
+	// sink's own); Name is its qualifier.
+	Table, Family, Name string
+	// Template is its template as the configuration gives it.
+	Template string
+	// OnMissing is the policy a missing value gets: config.MissingSkip,
+	// MissingEmpty, MissingDelete or MissingDeadLetter.
+	OnMissing string
+}
+
+// Columns lists every column of the pipeline's mappings, in mapping order
+// and by name within a mapping: Result.MissingColumns indexes it. The
+// slice is the Mapper's; do not change it.
+func (m *Mapper) Columns() []Column { return m.columns }
 
 // New compiles the mapping of pipeline cfg: its schema file (read from
 // disk), expressions and templates. schemas fetches topic schemas; it may be
@@ -275,6 +306,7 @@ func newMapper(cfg config.Pipeline, schemas Schemas, limits sinks.Limits, revisi
 		}
 		m.mappings = append(m.mappings, c.mapping(at, mc))
 	}
+	m.columns = c.columns
 	if len(ps) > 0 {
 		return nil, ps
 	}
@@ -301,6 +333,8 @@ type compiler struct {
 	add    func(path string, err error)
 	envs   map[expr.Options]*expr.Env
 	typed  map[typedKey]*expr.Env
+	// columns collects the mappings' columns, in order (Mapper.Columns).
+	columns []Column
 }
 
 type typedKey struct {
@@ -444,7 +478,9 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 	for _, name := range names {
 		key := at + ".columns." + name
 		if t := c.template(key, mc.Columns[name], opts); t != nil {
-			rm.columns = append(rm.columns, column{name: name, key: key, tmpl: t, payload: t.Payload(), policy: policies[name]})
+			index := uint16(len(c.columns))
+			c.columns = append(c.columns, Column{Key: key, Table: mc.Table, Family: mc.ColumnFamily, Name: name, Template: mc.Columns[name], OnMissing: policyName[policies[name]]})
+			rm.columns = append(rm.columns, column{name: name, key: key, tmpl: t, payload: t.Payload(), policy: policies[name], index: index})
 			rm.lenient = rm.lenient || policies[name] != missingDeadLetter
 		}
 	}
