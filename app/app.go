@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -160,7 +161,7 @@ func Open(ctx context.Context, log *zap.Logger, cfg *config.Config, opts Options
 	if addr != "-" {
 		a.server, err = server.Listen(log, addr, a.metrics.Registry, server.Probes{Ready: a.Ready, Status: a.Status, Live: a.Live, Page: a.page})
 		if err != nil {
-			return nil, fmt.Errorf("http.addr %s: %w", addr, err)
+			return nil, listenError(addr, err, opts.reprocess != nil || opts.audit != nil)
 		}
 		go func() {
 			if err := a.server.Serve(); err != nil {
@@ -584,4 +585,15 @@ func (a *App) closeClients() {
 	for _, c := range a.bigtables {
 		c.Close()
 	}
+}
+
+// listenError is the failure to serve HTTP on addr. A command that ends by
+// itself (reprocess, audit: job) often runs on the host of a live process,
+// which holds http.addr: its error names the flag that gives it another.
+func listenError(addr string, err error, job bool) error {
+	if job && errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("http.addr %s: %w: another process serves it (a live pipeline on this host?): "+
+			"give this command its own address with --http-addr ADDR, or serve none with --http-addr -", addr, err)
+	}
+	return fmt.Errorf("http.addr %s: %w", addr, err)
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,5 +113,34 @@ func TestTwoReprocessRunsStartedInOneInstantGetTwoNames(t *testing.T) {
 	}
 	if seen[0] == seen[2] || seen[1] == seen[3] {
 		t.Errorf("two runs planned at one instant: %v", seen)
+	}
+}
+
+// TestAJobWhoseHTTPAddressIsTakenNamesTheFlag: a reprocess or an audit on
+// the host of a live process finds http.addr taken; its error names
+// --http-addr ADDR and --http-addr -, and the run itself fails as before.
+func TestAJobWhoseHTTPAddressIsTakenNamesTheFlag(t *testing.T) {
+	f, cfg := reprocessFakes(t)
+	ctx := context.Background()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	opts := f.opts
+	opts.HTTPAddr = taken.Addr().String()
+	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
+	until := time.Now().UTC().Format(time.RFC3339Nano)
+	want := "give this command its own address with --http-addr ADDR, or serve none with --http-addr -"
+	err = Reprocess(ctx, zap.NewNop(), cfg, ReprocessRequest{Pipeline: "orders", From: from, Until: until, Idle: time.Second, NoRestorePoint: true}, opts, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), opts.HTTPAddr) {
+		t.Errorf("reprocess: %v\nwant the address and %q", err, want)
+	}
+	err = Audit(ctx, zap.NewNop(), cfg, AuditRequest{Pipeline: "orders", From: from, Until: until, Idle: time.Second}, opts, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("audit: %v\nwant %q", err, want)
+	}
+	if err := listenError(":8080", syscall.EADDRINUSE, false); strings.Contains(err.Error(), "--http-addr") {
+		t.Errorf("run, which has no --http-addr: %v", err)
 	}
 }

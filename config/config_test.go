@@ -131,8 +131,8 @@ func TestExamplesFileIsValid(t *testing.T) {
 		t.Errorf("clicks is not the documented pipeline: %+v", clicks)
 	}
 	if !customers.ExactlyOnce() || !customers.Source.Ordering || customers.Source.TimestampTemplate != "{data.source.ts_ms}" ||
-		customers.Sink.WriteMode != WriteReplaceIfNewer || customers.Sink.OnMissing != MissingSkip || customers.Filter == "" ||
-		customers.Sink.Op != "data.op == 'd' ? 'delete' : 'set'" || len(customers.Sink.ChangeTables()) != 1 {
+		customers.Sink.WriteMode != WriteReplaceIfNewer || customers.Sink.OnMissing != MissingSkip || customers.Filter != "" ||
+		customers.Sink.Op != "data.op == 'd' ? 'delete' : data.op in ['c', 'u', 'r'] ? 'set' : 'dead_letter'" || len(customers.Sink.ChangeTables()) != 1 {
 		t.Errorf("customers is not the documented Debezium pipeline: %+v", customers)
 	}
 	if orders.Sink.Instance != cfg.State.Instance {

@@ -33,11 +33,14 @@ const (
 	// TooManyRows: the message would make more rows than sink.max_rows; none
 	// is written.
 	TooManyRows Reason = "too_many_rows"
+	// UnsupportedChange: a change mapping's op expression gave dead_letter:
+	// the message is a change the mapping does not apply (a truncate).
+	UnsupportedChange Reason = "unsupported_change"
 )
 
 // Reasons lists every reason, for metrics initialisation and validation.
 var Reasons = []Reason{InvalidPayload, MissingField, BadEventTime, SinkRejected, Late, TooLarge,
-	SchemaUnavailable, ExpressionFailed, TooManyRows}
+	SchemaUnavailable, ExpressionFailed, TooManyRows, UnsupportedChange}
 
 // ParseReason returns the Reason named s, and false when s names none of
 // Reasons (a typo on the command line must not match nothing silently).

@@ -132,6 +132,10 @@ func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []
 		rm.op = op
 		return
 	}
+	if strings.TrimSpace(mc.Op) == opDeadLetter {
+		c.add(at+".op", fmt.Errorf("%s is a value an op expression gives for the messages it refuses (\"data.op == 't' ? '%s' : 'set'\"); a fixed op of %s would dead-letter every message", opDeadLetter, opDeadLetter, opDeadLetter))
+		return
+	}
 	e, typed, err := c.compile(mc.Op, nil, opts)
 	if err != nil {
 		msg := err.Error()
@@ -153,7 +157,7 @@ func (c *compiler) change(at string, mc config.Mapping, rm *rowMapping, names []
 		}
 	}
 	for _, lit := range e.ResultLiterals() {
-		if _, ok := parseOp(lit); ok {
+		if _, ok := parseOp(lit); ok || lit == opDeadLetter {
 			continue
 		}
 		// A value the expression can give that names no operation would
@@ -308,9 +312,42 @@ func (rm *rowMapping) evalOp(in *template.Input) (sinks.Op, error) {
 	}
 	op, ok := parseOp(s)
 	if !ok {
+		if s == opDeadLetter {
+			return sinks.OpSet, unsupportedChange(rm.at)
+		}
 		return sinks.OpSet, notAnOperation(rm.at, s)
 	}
 	return op, nil
+}
+
+// opDeadLetter is what an op expression gives for a change the mapping
+// does not apply (a Debezium truncate, which names no row): the message is
+// dead-lettered as unsupported_change, never acked unwritten in silence.
+// It is no operation of a fixed op: a fixed one would refuse every message.
+const opDeadLetter = "dead_letter"
+
+//go:noinline
+func unsupportedChange(at string) error {
+	return &BadInput{deadletter.UnsupportedChange, fmt.Errorf("%s.op gave %q: the mapping does not apply this change", at, opDeadLetter)}
+}
+
+// rowKeyError is the failure of rm's row key (err, or nil when it rendered
+// empty), unless the op expression dead-letters the message as an
+// unsupported change: such a change (a truncate) often has no row key at
+// all, and its reason is the op's, not the key's.
+//
+//go:noinline
+func (rm *rowMapping) rowKeyError(in *template.Input, err error) error {
+	if rm.opExpr != nil {
+		var bad *BadInput
+		if _, opErr := rm.evalOp(in); errors.As(opErr, &bad) && bad.Reason == deadletter.UnsupportedChange {
+			return opErr
+		}
+	}
+	if err == nil {
+		return emptyRowKey(rm.at)
+	}
+	return keyError(rm.at, "row_key", err)
 }
 
 // maxOpQuote bounds what an error quotes of an op's value: it is the

@@ -500,6 +500,7 @@ func TestChangeCompileProblems(t *testing.T) {
 		{config.Mapping{Op: "data.op == 'd' ? 'delet' : data.op"}, "sink.mappings[1].op", `the expression can give "delet", which is not an operation; did you mean delete? ` + ops},
 		{config.Mapping{Op: "data.op == 'd' ? 'delete' : (data.op == 'f' ? 'delete-family' : 'set')"}, "sink.mappings[1].op", `the expression can give "delete-family", which is not an operation; did you mean delete_family? ` + ops},
 		{config.Mapping{Op: "'Set'"}, "sink.mappings[1].op", `the expression can give "Set", which is not an operation; did you mean set? ` + ops},
+		{config.Mapping{Op: "dead_letter"}, "sink.mappings[1].op", `dead_letter is a value an op expression gives for the messages it refuses`},
 		{config.Mapping{Op: "dta.op"}, "sink.mappings[1].op", `1:1: undeclared reference to 'dta' (did you mean 'data'?)`},
 		{config.Mapping{Op: "item.op"}, "sink.mappings[1].op", `1:1: undeclared reference to 'item'`},
 		{config.Mapping{Op: "data.op =="}, "sink.mappings[1].op", "1:11: Syntax error: mismatched input '<EOF>' expecting"},
@@ -524,7 +525,7 @@ func TestChangeCompileProblems(t *testing.T) {
 	if ps := (config.Problems)(nil); !errors.As(err, &ps) || len(ps) != 2 || !strings.Contains(ps[0].Message, `"remove"`) || !strings.Contains(ps[1].Message, `"upsert"`) {
 		t.Errorf("remove and upsert: %v", err)
 	}
-	for _, op := range []string{"data.op == 'remove' ? 'delete' : 'set'", "data.op == 'd' ? 'delete' : data.op", "data.op"} {
+	for _, op := range []string{"data.op == 'remove' ? 'delete' : 'set'", "data.op == 'd' ? 'delete' : data.op", "data.op", "data.op == 't' ? 'dead_letter' : 'set'"} {
 		if _, err := New(changeConfig(config.Mapping{RowKey: "k", Columns: map[string]string{"v": "x"}},
 			config.Mapping{RowKey: "k", Columns: map[string]string{"v": "{data.v}"}, Op: op}), nil, sinks.Limits{}); err != nil {
 			t.Errorf("%s: %v", op, err)
@@ -585,5 +586,49 @@ func TestMissingColumnsNameEachColumnMissedByItsPolicy(t *testing.T) {
 		if !reflect.DeepEqual(r.MissingColumns, c.want) {
 			t.Errorf("%s: MissingColumns %v, want %v", c.data, r.MissingColumns, c.want)
 		}
+	}
+}
+
+// TestAnOpOfDeadLetterDeadLettersTheChangeAsUnsupported: an op expression
+// that gives dead_letter dead-letters its message as unsupported_change,
+// also when the change has no row key (a Debezium truncate: before and
+// after are null), and when one element of an each list gives it (none of
+// the message's rows is written). Every other outcome is unchanged: a row
+// key that is missing on a change the op applies is still missing_field.
+func TestAnOpOfDeadLetterDeadLettersTheChangeAsUnsupported(t *testing.T) {
+	debezium := single(config.Mapping{
+		RowKey:    "{= data.op == 'd' ? data.before.id : data.after.id}",
+		Op:        "data.op == 'd' ? 'delete' : data.op in ['c', 'u', 'r'] ? 'set' : 'dead_letter'",
+		WriteMode: config.WriteReplaceIfNewer, OnMissing: config.MissingSkip,
+		Columns: map[string]string{"email": "{data.after.email}"},
+	})
+	m := mustNew(t, debezium)
+	for _, c := range []struct {
+		payload string
+		reason  deadletter.Reason
+		want    string
+	}{
+		{`{"op": "t", "before": null, "after": null}`, deadletter.UnsupportedChange, `unsupported_change: sink.op gave "dead_letter": the mapping does not apply this change`},
+		{`{"op": "m", "before": null, "after": {"id": 1}}`, deadletter.UnsupportedChange, `unsupported_change: sink.op gave "dead_letter": the mapping does not apply this change`},
+		{`{"op": "c", "before": null, "after": null}`, deadletter.ExpressionFailed, ""},
+		{`{"op": "c", "before": null, "after": {"id": ""}}`, deadletter.MissingField, "missing_field: sink.row_key rendered empty"},
+	} {
+		_, err := mapJSON(m, c.payload, nil)
+		if bad := badInput(t, err); bad.Reason != c.reason || c.want != "" && err.Error() != c.want {
+			t.Errorf("%s:\n got %v\nwant %s %s", c.payload, err, c.reason, c.want)
+		}
+	}
+	if r, err := mapJSON(m, `{"op": "u", "before": null, "after": {"id": 7, "email": "a@b"}}`, nil); err != nil || len(r.Rows) != 1 || r.Rows[0].Key != "7" {
+		t.Errorf("an update: %v %+v", err, r.Rows)
+	}
+
+	each := single(config.Mapping{
+		RowKey: "{item.id}", Each: "data.items",
+		Op:      "item.op == 'x' ? 'dead_letter' : 'set'",
+		Columns: map[string]string{"v": "{item.v}"},
+	})
+	_, err := mapJSON(mustNew(t, each), `{"items": [{"id": 1, "op": "c", "v": "a"}, {"id": 2, "op": "x", "v": "b"}]}`, nil)
+	if bad := badInput(t, err); bad.Reason != deadletter.UnsupportedChange {
+		t.Errorf("an element that gives dead_letter: %v, want unsupported_change", err)
 	}
 }

@@ -270,10 +270,10 @@ func (rm *rowMapping) render(m *Mapper, r *Result, i int, in *template.Input) er
 	row := &r.Rows[i]
 	key, err := rm.rowKey.Render(in)
 	if err != nil {
-		return keyError(rm.at, "row_key", err)
+		return rm.rowKeyError(in, err)
 	}
 	if len(key) == 0 {
-		return emptyRowKey(rm.at)
+		return rm.rowKeyError(in, nil)
 	}
 	if m.limits.MaxKeyBytes > 0 && len(key) > m.limits.MaxKeyBytes {
 		return tooLarge("row key is %d bytes, the sink accepts at most %d", len(key), m.limits.MaxKeyBytes)

@@ -58,6 +58,7 @@
 //	map            an expression fails (missing key, type        expression_failed
 //	               error, cost limit)
 //	map            more rows than sink.max_rows                  too_many_rows (nothing written)
+//	map            a change's op expression gives dead_letter    unsupported_change (nothing written)
 //	map            template: time placeholder out of range       bad_event_time
 //	map            row key, a cell or a row over sinks.Limits    too_large (before any write)
 //	map            no rows (when false, empty lists)             committed, nothing written
