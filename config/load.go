@@ -209,7 +209,7 @@ func readTree(data []byte, c *collector) map[string]any {
 	if doc == nil {
 		return map[string]any{} // an empty file: the validation says what is missing
 	}
-	tree, ok := normalize(doc).(map[string]any)
+	tree, ok := Normalize(doc).(map[string]any)
 	if !ok {
 		c.add("", "the file must be a YAML mapping of keys to values, not %s", describe(doc))
 		return nil
@@ -217,24 +217,26 @@ func readTree(data []byte, c *collector) map[string]any {
 	return tree
 }
 
-// normalize turns every map into map[string]any (YAML allows keys such as
-// 1 or true; they become "1" and "true") and drops nothing.
-func normalize(v any) any {
+// Normalize turns every map of a decoded YAML value into map[string]any
+// (YAML allows keys such as 1 or true; they become "1" and "true") and
+// drops nothing: encoding/json can then write it. It changes v's maps and
+// lists in place.
+func Normalize(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
-			t[k] = normalize(e)
+			t[k] = Normalize(e)
 		}
 		return t
 	case map[any]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
-			m[fmt.Sprint(k)] = normalize(e)
+			m[fmt.Sprint(k)] = Normalize(e)
 		}
 		return m
 	case []any:
 		for i, e := range t {
-			t[i] = normalize(e)
+			t[i] = Normalize(e)
 		}
 		return t
 	}

@@ -122,9 +122,7 @@ func newCopy(pipeline string, m *source.Message, reason Reason, cause error, now
 		Attributes:  make(map[string]string, len(m.Attributes)),
 		Data:        m.Data,
 	}
-	if cause != nil {
-		c.Error = errorText(cause.Error())
-	}
+	c.Error = ErrorText(cause)
 	for k, v := range m.Attributes {
 		if !strings.HasPrefix(k, AttrPrefix) {
 			c.Attributes[k] = v
@@ -133,10 +131,15 @@ func newCopy(pipeline string, m *source.Message, reason Reason, cause error, now
 	return c
 }
 
-// errorText makes s fit an attribute value: valid UTF-8 (a proto3 string
-// must be) and at most MaxErrorBytes.
-func errorText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+// ErrorText is the pubsink_error of a copy dead-lettered for cause (""
+// for nil): its text made to fit an attribute value, valid UTF-8 (a proto3
+// string must be) and at most MaxErrorBytes. Every output stores this text;
+// pubsink test compares a case's expected error with it.
+func ErrorText(cause error) string {
+	if cause == nil {
+		return ""
+	}
+	s := strings.ToValidUTF8(cause.Error(), "\uFFFD")
 	return truncateUTF8(s, MaxErrorBytes)
 }
 

@@ -28,18 +28,18 @@ func original() *source.Message {
 func TestErrorTextFitsAnAttribute(t *testing.T) {
 	t.Run("a long text is cut at a character boundary and marked", func(t *testing.T) {
 		long := strings.Repeat("é", 2000) // 2 bytes each
-		got := errorText(long)
+		got := ErrorText(errors.New(long))
 		if len(got) > MaxErrorBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
 			t.Fatalf("%d bytes, valid %v, suffix %q", len(got), utf8.ValidString(got), got[len(got)-3:])
 		}
 	})
 	t.Run("invalid UTF-8 is replaced, since attributes are proto strings", func(t *testing.T) {
-		if got := errorText("bad \xff byte"); got != "bad \uFFFD byte" {
+		if got := ErrorText(errors.New("bad \xff byte")); got != "bad \uFFFD byte" {
 			t.Fatalf("%q", got)
 		}
 	})
 	t.Run("a short text is kept as is", func(t *testing.T) {
-		if got := errorText("short"); got != "short" {
+		if got := ErrorText(errors.New("short")); got != "short" {
 			t.Fatalf("%q", got)
 		}
 	})
