@@ -53,6 +53,7 @@ The whole contract: docs/reference.md.`,
 		configCommand("setup", "Create the topics, subscriptions and tables the file names, if missing",
 			"Creates what the file names and is missing, one line per action; idempotent.",
 			func(path string) error { return app.SetupFile(ctx, path, stdout) }),
+		testCommand(ctx, stdout),
 		demoCommand(ctx, stdout, stderr),
 		configGroup(stdout),
 		deadLetterCommand(ctx, stdout, stderr),
@@ -168,15 +169,24 @@ func demoCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 
 func configGroup(stdout io.Writer) *cobra.Command {
 	group := commandGroup("config", "Work with the configuration file's format")
-	group.AddCommand(&cobra.Command{
+	var tests bool
+	schema := &cobra.Command{
 		Use:   "schema",
-		Short: "Print the JSON Schema of the configuration file",
+		Short: "Print the JSON Schema of the configuration file (or, with --tests, of a tests file)",
 		Long: "Prints the JSON Schema (draft-07) of the configuration file, for editors that run the YAML language\n" +
 			"server: `pubsink config schema > pubsink.schema.json`, then start the file with\n" +
-			"# yaml-language-server: $schema=pubsink.schema.json",
+			"# yaml-language-server: $schema=pubsink.schema.json\n" +
+			"With --tests, the schema of the tests file `pubsink test` reads (pubsink-test.schema.json).",
 		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error { return app.ConfigSchema(stdout) },
-	})
+		RunE: func(*cobra.Command, []string) error {
+			if tests {
+				return app.TestsSchema(stdout)
+			}
+			return app.ConfigSchema(stdout)
+		},
+	}
+	schema.Flags().BoolVar(&tests, "tests", false, "print the tests file's schema instead")
+	group.AddCommand(schema)
 	return group
 }
 
@@ -354,5 +364,29 @@ func validateCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 		"Loads and validates the file: its keys, schema files, expressions and placeholders. A pipeline with\npayload.schema: topic is also checked against every revision of its topic's schema, read from Pub/Sub\n(or the emulator PUBSUB_EMULATOR_HOST names); --offline skips that, and nothing else touches the network.\nPrints warnings and \"FILE: ok (N pipelines)\", or every problem (one \"path: message\" per line) to\nstderr and exits 2.",
 		func(path string) error { return app.Validate(ctx, path, offline, stdout) })
 	cmd.Flags().BoolVar(&offline, "offline", false, "do not read topic schemas from Pub/Sub")
+	return cmd
+}
+
+func testCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
+	var req app.TestRequest
+	cmd := &cobra.Command{
+		Use:   "test",
+		Short: "Run the mapping tests kept beside the file: messages and the rows, filter or dead letter expected",
+		Long: "Runs each case of the tests file (default: NAME.test.yaml beside NAME.yaml) through its pipeline's\n" +
+			"mapping, offline: no emulator, no network. Prints \"ok   [pipeline] name\" or \"FAIL [pipeline] name\"\n" +
+			"with a diff per case, then a summary. Exits 0 when every case passed, 1 when one failed, 2 for a\n" +
+			"configuration or tests file with problems (each \"FILE: path: message (line N)\") or no case selected.",
+		Args: noArgs,
+	}
+	path := configFlag(cmd.Flags())
+	fs := cmd.Flags()
+	fs.StringVarP(&req.Tests, "tests", "t", "", "tests `file` (default: NAME.test.yaml beside the configuration NAME.yaml)")
+	fs.StringVar(&req.Pipeline, "pipeline", "", "run only the cases of this `pipeline`")
+	fs.StringVar(&req.Run, "run", "", "run only the cases whose name matches this `regexp`")
+	fs.BoolVarP(&req.Verbose, "verbose", "v", false, "print every case's outcome (its rows), passed or not")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		req.Config = *path
+		return app.TestFile(ctx, req, stdout)
+	}
 	return cmd
 }

@@ -63,6 +63,8 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitStopped // the command printed it
 	case errors.Is(err, app.ErrAuditFindings):
 		return exitFound // the summary said it
+	case errors.Is(err, app.ErrTestsFailed):
+		return exitFailure // the cases and the summary said it
 	}
 	switch {
 	case errors.As(err, &logged):

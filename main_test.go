@@ -171,6 +171,86 @@ func TestConfigSchemaPrintsTheSchemaFile(t *testing.T) {
 	}
 }
 
+// TestMappingTestsOfTheExamples runs examples.test.yaml through the CLI,
+// as CI does: every case passes (exit 0); a copy with one expectation
+// broken fails (exit 1) with a diff naming the column; a tests file or a
+// selection that cannot be run is exit 2 with what is wrong.
+func TestMappingTestsOfTheExamples(t *testing.T) {
+	tests, err := os.ReadFile("examples.test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "broken.test.yaml")
+	changed := bytes.Replace(tests, []byte("columns: {first_name: Sally, last_name: Thomas, email: sally@example.org}"),
+		[]byte("columns: {first_name: Sally, last_name: Thomas, email: sally@example.com}"), 1)
+	if bytes.Equal(changed, tests) {
+		t.Fatal("examples.test.yaml has no update case to break")
+	}
+	os.WriteFile(broken, changed, 0o644)
+	bad := filepath.Join(dir, "bad.test.yaml")
+	os.WriteFile(bad, []byte("cases:\n  - name: a\n    pipeline: order\n    message: {data_base64: \"!\"}\n    expect: {filtered: true}\n"), 0o644)
+	unknown := filepath.Join(dir, "unknown.test.yaml")
+	os.WriteFile(unknown, []byte("cases:\n  - name: a\n    pipeline: order\n    expect: {filtered: true}\n"), 0o644)
+	lone := filepath.Join(dir, "lone.yaml")
+	os.WriteFile(lone, []byte("project: p\npipelines:\n  - name: a\n    mode: at_least_once\n    source: {subscription: subs-a}\n    sink: {type: stdout}\n"), 0o644)
+	badConfig := filepath.Join(dir, "badconfig.yaml")
+	os.WriteFile(badConfig, []byte("project: p\npipelines:\n  - name: a\n    source: {subscription: subs-a}\n    sink: {table: t, colums: {}}\n"), 0o644)
+
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		out  []string // each expected in stdout+stderr
+	}{
+		{"the examples' tests pass", []string{"test", "-c", "examples.yaml"}, exitOK, []string{
+			"ok   [orders] an order is one row at its event time\n",
+			"ok   [clicks] a crawler's click is filtered\n",
+			"ok   [customers] a truncate is dead-lettered, never dropped unseen\n",
+			"PASS: 13 cases (examples.test.yaml, "}},
+		{"a broken case fails with a diff naming the column", []string{"test", "-c", "examples.yaml", "--tests", broken}, exitFailure, []string{
+			"FAIL [customers] an update sets the row to the new columns\n" +
+				`    rows[0].columns.email: expected "sally@example.com", got "sally@example.org"` + "\n",
+			"ok   [customers] a create sets the row\n",
+			"FAIL: 1 of 13 cases failed (" + broken}},
+		{"--run and --pipeline select cases, -v shows the rows", []string{"test", "-c", "examples.yaml", "--pipeline", "customers", "--run", "delete", "-v"}, exitOK, []string{
+			"ok   [customers] a delete deletes the row, keyed by before\n    got:\n      rows[0]: table customers, family d, key \"1001\", op delete",
+			"PASS: 1 case ("}},
+		{"a bad tests file is exit 2, each problem with its file, key and line", []string{"test", "-c", "examples.yaml", "-t", bad}, exitUsage, []string{
+			bad + ": cases[0].message.data_base64: not base64 (standard alphabet, with padding): illegal base64 data at input byte 0 (line 4)"}},
+		{"a case of an unknown pipeline is exit 2", []string{"test", "-c", "examples.yaml", "-t", unknown}, exitUsage, []string{
+			unknown + `: cases[0].pipeline: no pipeline "order" in the configuration (did you mean orders?) (line 3)`}},
+		{"an unknown --pipeline is exit 2", []string{"test", "-c", "examples.yaml", "--pipeline", "order"}, exitUsage, []string{"--pipeline order: no such pipeline"}},
+		{"a --run that matches nothing is exit 2", []string{"test", "-c", "examples.yaml", "--run", "nothing like it"}, exitUsage, []string{"nothing was tested"}},
+		{"a bad --run is exit 2", []string{"test", "-c", "examples.yaml", "--run", "("}, exitUsage, []string{"--run: error parsing regexp"}},
+		{"no tests file beside the configuration is exit 2", []string{"test", "-c", lone}, exitUsage, []string{
+			"lone.test.yaml: no such file or directory (the default tests file of " + lone + "; name another with --tests FILE)"}},
+		{"a configuration with problems is exit 2, as validate", []string{"test", "-c", badConfig}, exitUsage, []string{"pipelines[0].sink.colums: unknown key"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code := run(c.args, &out, &out)
+			for _, want := range c.out {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+			if code != c.code || t.Failed() {
+				t.Fatalf("run(%q) = %d, want %d; output:\n%s", c.args, code, c.code, out.String())
+			}
+		})
+	}
+
+	want, err := os.ReadFile("docs/pubsink-test.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	if code := run([]string{"config", "schema", "--tests"}, &stdout, io.Discard); code != exitOK || !bytes.Equal(stdout.Bytes(), want) {
+		t.Errorf("config schema --tests: exit %d, %d bytes (want the %d of docs/pubsink-test.schema.json)", code, stdout.Len(), len(want))
+	}
+}
+
 func TestConfigDefaultsToTheEnvironment(t *testing.T) {
 	t.Setenv("PUBSINK_CONFIG", "examples.yaml")
 	var out bytes.Buffer

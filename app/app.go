@@ -302,7 +302,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		gsrc = r.gate.Wrap(src)
 	}
 	var sink sinks.Sink
-	var limits sinks.Limits
+	limits := SinkLimits(pc)
 	switch pc.Sink.Type {
 	case config.SinkStdout:
 		w := a.opts.Stdout
@@ -319,7 +319,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		if err := s.Check(ctx); err != nil {
 			return nil, err
 		}
-		sink, limits = s, btsink.Limits
+		sink = s
 	}
 	if a.opts.WrapSink != nil {
 		sink = a.opts.WrapSink(pc.Name, sink)

@@ -493,6 +493,13 @@ func ConfigSchema(out io.Writer) error {
 	return err
 }
 
+// TestsSchema writes the JSON Schema of pubsink test's tests file
+// (docs/pubsink-test.schema.json) to out.
+func TestsSchema(out io.Writer) error {
+	_, err := out.Write(docs.TestsSchema)
+	return err
+}
+
 // Version is the line `pubsink version` prints: the module version, the
 // VCS revision and the Go version of the binary.
 func Version() string { return buildinfo.Read().String() }
