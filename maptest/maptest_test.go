@@ -16,8 +16,8 @@ import (
 
 // The cases of these tests run against testdata/pipelines.yaml: events
 // (JSON, a filter, a computed column), items (two tables, each), people (a
-// change mapping, on_missing: delete) and readings (the topic's Avro
-// schema).
+// change mapping, on_missing: delete), readings and gauges (the topic's
+// Avro and Protocol Buffers schemas).
 
 func loadConfig(t *testing.T) *config.Config {
 	t.Helper()
@@ -133,6 +133,27 @@ cases:
       schema: {file: reading.avsc, revision: r1, encoding: binary}
     expect:
       rows: [{key: north, columns: {celsius: "21.5"}}]
+  - name: a gauge in the topic's Protocol Buffers schema, binary encoded
+    pipeline: gauges
+    message:
+      data_base64: CgVzb3V0aBEAAAAAAADoPw==
+      schema: {file: gauge.proto, revision: g1, encoding: binary}
+    expect:
+      rows: [{key: south, columns: {level: "0.75"}}]
+  - name: a gauge in JSON
+    pipeline: gauges
+    message:
+      json: {site: south, level: 0.75}
+      schema: {file: gauge.proto, revision: g1}
+    expect:
+      rows: [{key: south, columns: {level: "0.75"}}]
+  - name: a gauge of a revision no case gives is dead-lettered
+    pipeline: gauges
+    message:
+      json: {site: south, level: 0.75}
+      attributes: {googclient_schemaname: projects/test/schemas/gauge, googclient_schemarevisionid: g9, googclient_schemaencoding: JSON}
+    expect:
+      dead_letter: {reason: schema_unavailable, error: "no case of the tests file gives revision g9 of projects/test/schemas/gauge"}
   - name: a reading without its schema is dead-lettered
     pipeline: readings
     message: {json: {site: north, celsius: 21.5}}
@@ -142,8 +163,8 @@ cases:
 
 func TestEveryExpectationKindPasses(t *testing.T) {
 	out, sum := runCases(t, passing, Options{})
-	if sum.Failed != 0 || sum.Passed != 12 {
-		t.Fatalf("passed %d, failed %d, want 12 and 0:\n%s", sum.Passed, sum.Failed, out)
+	if sum.Failed != 0 || sum.Passed != 15 {
+		t.Fatalf("passed %d, failed %d, want 15 and 0:\n%s", sum.Passed, sum.Failed, out)
 	}
 	if !strings.HasPrefix(out, "ok   [events] a event is its row\n") {
 		t.Errorf("first line: %q", strings.SplitN(out, "\n", 2)[0])
@@ -323,5 +344,31 @@ func TestBadTestsFiles(t *testing.T) {
 				t.Errorf("problems:\n%s\nwant (%s):\n%s", got, exp, want)
 			}
 		})
+	}
+}
+
+// TestADeadLetterErrorIsTheCopysText: the text an expected error is looked
+// for in is the dead-letter copy's pubsink_error, cut to 1 KiB as every
+// output stores it, not the whole error.
+func TestADeadLetterErrorIsTheCopysText(t *testing.T) {
+	long := strings.Repeat("a", 1100)
+	data := []byte("project: p\nstate: {instance: i}\npipelines:\n  - name: long\n    mode: at_least_once\n" +
+		"    source: {subscription: long-sub}\n    sink: {table: t, row_key: \"{attributes." + long + "}\", columns: {c: \"{data}\"}}\n")
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "cases:\n  - name: cut\n    pipeline: long\n    message: {data: x}\n    expect: {dead_letter: {reason: missing_field, error: \"aaa…\"}}\n"
+	f, err := Parse([]byte(text), "testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, f, []byte(text), smallCells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if sum, _ := s.Run(context.Background(), Options{Verbose: true}, &out); sum.Passed != 1 {
+		t.Errorf("the error is not cut as the copy's is:\n%s", out.String())
 	}
 }
