@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -155,10 +156,13 @@ type rowMapping struct {
 	at            string
 	table, family string
 	rowKey        *template.Template
-	columns       []column
-	cellTime      string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
-	timeTmpl      *template.Template // a computed cell timestamp
-	when, each    *expr.Expr
+	// keyReadsBefore: the row key's text names before (a Debezium
+	// delete's), so the hint of a delete's missing key is not given.
+	keyReadsBefore bool
+	columns        []column
+	cellTime       string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
+	timeTmpl       *template.Template // a computed cell timestamp
+	when, each     *expr.Expr
 	// change: a change mapping (config.Mapping.IsChange), whose rows
 	// carry their op and mode (change.go); a plain mapping's rows keep
 	// sinks.Change's zero value. lenient: a column's missing value has a
@@ -469,6 +473,7 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 		}
 	}
 	rm.rowKey = c.template(at+".row_key", mc.RowKey, opts)
+	rm.keyReadsBefore = strings.Contains(mc.RowKey, "before")
 	names := make([]string, 0, len(mc.Columns))
 	for name := range mc.Columns {
 		names = append(names, name)
