@@ -667,3 +667,18 @@ func TestMissingValueErrorsSayWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestMoreColumnsThanMissingColumnsCanIndexIsAProblem: a pipeline's
+// columns are indexed by a uint16 in MissingColumns; one more is a
+// compile problem at its key, never a wrapped index.
+func TestMoreColumnsThanMissingColumnsCanIndexIsAProblem(t *testing.T) {
+	columns := make(map[string]string, maxColumns+1)
+	for i := range maxColumns + 1 {
+		columns[fmt.Sprintf("c%05d", i)] = "x"
+	}
+	_, err := New(single(config.Mapping{RowKey: "k", Columns: columns}), nil, sinks.Limits{})
+	var ps config.Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Path != "sink.columns.c65535" || !strings.Contains(ps[0].Message, "more than 65535 columns") {
+		t.Errorf("%d columns: %v", maxColumns+1, err)
+	}
+}

@@ -205,6 +205,10 @@ type Column struct {
 	OnMissing string
 }
 
+// maxColumns bounds the columns of one pipeline's mappings in all: a
+// column's index in Result.MissingColumns is a uint16.
+const maxColumns = 1<<16 - 1
+
 // Columns lists every column of the pipeline's mappings, in mapping order
 // and by name within a mapping: Result.MissingColumns indexes it. The
 // slice is the Mapper's; do not change it.
@@ -482,6 +486,10 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 	policies := c.policies(at, mc, names)
 	for _, name := range names {
 		key := at + ".columns." + name
+		if len(c.columns) == maxColumns {
+			c.add(key, fmt.Errorf("more than %d columns in all the pipeline's mappings", maxColumns))
+			break
+		}
 		if t := c.template(key, mc.Columns[name], opts); t != nil {
 			index := uint16(len(c.columns))
 			c.columns = append(c.columns, Column{Key: key, Table: mc.Table, Family: mc.ColumnFamily, Name: name, Template: mc.Columns[name], OnMissing: policyName[policies[name]]})
