@@ -153,12 +153,30 @@ func Validate(ctx context.Context, path string, offline bool, out io.Writer) err
 			return &ConfigError{errs}
 		}
 		warnings = append(warnings, more...)
+	} else {
+		skipped := offlineSkips(cfg)
+		skipped.Locate(f.data)
+		warnings = append(warnings, skipped...)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	fmt.Fprintf(out, "%s: ok (%s)\n", path, plural(len(cfg.Pipelines), "pipeline"))
 	return nil
+}
+
+// offlineSkips are the warnings of validate --offline: a pipeline that
+// reads its topic's schema was not checked against it, which a plain "ok"
+// would hide.
+func offlineSkips(cfg *config.Config) config.Problems {
+	var ps config.Problems
+	for i, p := range cfg.Pipelines {
+		if p.Payload.Schema == config.SchemaTopic {
+			ps = append(ps, config.Problem{Path: fmt.Sprintf("pipelines[%d].payload.schema", i),
+				Message: "the topic's schema was not checked (--offline): validate without --offline checks the mapping against every revision of it"})
+		}
+	}
+	return ps
 }
 
 // plural is n with noun, in the plural unless n is 1: "1 pipeline", "3

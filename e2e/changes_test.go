@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/deadletter"
 	"github.com/pubsink/pubsink/internal/state"
 )
 
@@ -960,12 +961,13 @@ func debeziumEvent(op string, before, after map[string]any, tsMS int64) []byte {
 // after a restart (the same events in new messages: an old snapshot read of
 // the deleted customer among them), each with the record's key as ordering
 // key. The table must hold each customer's newest row: no email where it
-// was nulled, nothing but a tombstone for the deleted one, the truncate
-// filtered.
+// was nulled, nothing but a tombstone for the deleted one, and the
+// truncate, which the mirror cannot apply, dead-lettered as
+// unsupported_change, not dropped.
 func TestDebeziumCustomersFromTheExample(t *testing.T) {
 	start := time.Now()
 	e := newEnv(t)
-	dlTopic, _, _ := e.deadLetterNames()
+	dlTopic, dlSub, _ := e.deadLetterNames()
 	path, cfg := e.setupCLI("customers.yaml", e.baseYAML()+e.debeziumPipeline(dlTopic))
 	p := cfg.Pipelines[0]
 	if p.Name != "customers" || !p.Source.Ordering || p.Sink.WriteMode != config.WriteReplaceIfNewer || p.Source.Topic != e.topic {
@@ -1051,11 +1053,16 @@ func TestDebeziumCustomersFromTheExample(t *testing.T) {
 	if items := george1002[tombFamily]; len(items) != 1 || items[0].Column != tombFamily+":*" || items[0].Timestamp != bigtable.Timestamp((t0+3000)*1000) {
 		t.Errorf("the deleted customer 1002: %v, want only its row's tombstone at the delete's time", george1002)
 	}
-	if num(st, "filtered") != 1 || num(st, "committed") != len(msgs)-1 {
-		t.Errorf("status: %d committed, %d filtered, %d duplicate; want %d committed and the truncate filtered", num(st, "committed"), num(st, "filtered"), num(st, "duplicate"), len(msgs)-1)
+	if num(st, "filtered") != 0 || num(st, "committed") != len(msgs)-1 {
+		t.Errorf("status: %d committed, %d filtered, %d duplicate; want %d committed and none filtered", num(st, "committed"), num(st, "filtered"), num(st, "duplicate"), len(msgs)-1)
 	}
-	if dl, reasons := deadLettered(st); dl != 0 {
-		t.Errorf("%d dead letters %v", dl, reasons)
+	if dl, reasons := deadLettered(st); dl != 1 || reasons[string(deadletter.UnsupportedChange)] != 1.0 {
+		t.Errorf("%d dead letters %v, want the truncate's alone, as unsupported_change", dl, reasons)
+	}
+	copies := e.pull(dlSub, 1, time.Minute)
+	if len(copies) != 1 || copies[0].Attributes[deadletter.AttrReason] != string(deadletter.UnsupportedChange) ||
+		!strings.Contains(copies[0].Attributes[deadletter.AttrError], `sink.op gave "dead_letter"`) || !strings.Contains(string(copies[0].Data), `"op":"t"`) {
+		t.Errorf("the truncate's dead-letter copy: %v", copies)
 	}
 	c.signal(syscall.SIGTERM)
 	if code := c.wait(cfg.ShutdownTimeout + 10*time.Second); code != 0 {

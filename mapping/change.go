@@ -338,16 +338,24 @@ func unsupportedChange(at string) error {
 //
 //go:noinline
 func (rm *rowMapping) rowKeyError(in *template.Input, err error) error {
+	op := rm.op
 	if rm.opExpr != nil {
 		var bad *BadInput
-		if _, opErr := rm.evalOp(in); errors.As(opErr, &bad) && bad.Reason == deadletter.UnsupportedChange {
+		var opErr error
+		if op, opErr = rm.evalOp(in); errors.As(opErr, &bad) && bad.Reason == deadletter.UnsupportedChange {
 			return opErr
 		}
 	}
 	if err == nil {
 		return emptyRowKey(rm.at)
 	}
-	return keyError(rm.at, "row_key", err)
+	out := keyError(rm.at, "row_key", err)
+	if bad, ok := out.(*BadInput); ok && op != sinks.OpSet && !rm.keyReadsBefore && isMissing(err) && bad.Err != err {
+		// A delete carries the row it deletes in another place than a
+		// set (Debezium: before, with after null).
+		bad.Err = fmt.Errorf("%w (this row's op is %s: a delete's key must come from what it carries, such as Debezium's before: {= data.op == 'd' ? data.before.id : data.after.id})", bad.Err, operations[op])
+	}
+	return out
 }
 
 // maxOpQuote bounds what an error quotes of an op's value: it is the

@@ -632,3 +632,53 @@ func TestAnOpOfDeadLetterDeadLettersTheChangeAsUnsupported(t *testing.T) {
 		t.Errorf("an element that gives dead_letter: %v, want unsupported_change", err)
 	}
 }
+
+// TestMissingValueErrorsSayWhatToDo: the dead-letter texts of the issue's
+// Debezium mistakes say what was missing and what to do: a column's
+// missing value under on_missing: dead_letter names on_missing; a delete
+// whose row key reads after (null on a delete) says that a delete's key
+// comes from before; an expression that reads a field of a null (before
+// on a create) says which path was null, not only "no such key: id".
+func TestMissingValueErrorsSayWhatToDo(t *testing.T) {
+	for _, c := range []struct {
+		m       config.Mapping
+		payload string
+		want    string
+	}{
+		{config.Mapping{RowKey: "{data.after.id}", Columns: map[string]string{"email": "{data.after.email}"}},
+			`{"op": "u", "after": {"id": 1, "email": null}}`,
+			"missing_field: sink.columns.email: {data.after.email}: missing field: data.after.email is null (if the value may be null or absent, set on_missing or on_missing_columns to skip, empty or delete)"},
+		{config.Mapping{RowKey: "{data.after.id}", Op: "data.op == 'd' ? 'delete' : 'set'", OnMissing: config.MissingSkip, Columns: map[string]string{"email": "{data.after.email}"}},
+			`{"op": "d", "before": {"id": 1}, "after": null}`,
+			"missing_field: sink.row_key: {data.after.id}: missing field: data.after is null (this row's op is delete: a delete's key must come from what it carries, such as Debezium's before: {= data.op == 'd' ? data.before.id : data.after.id})"},
+		{config.Mapping{RowKey: "{data.after.id}", Op: "data.op == 'd' ? 'delete' : 'set'", OnMissing: config.MissingSkip, Columns: map[string]string{"email": "{data.after.email}"}},
+			`{"op": "c", "before": null, "after": null}`,
+			"missing_field: sink.row_key: {data.after.id}: missing field: data.after is null"},
+		{config.Mapping{RowKey: "{= data.op == 'd' ? data.before.id : data.after.id}", Op: "data.op == 'd' ? 'delete' : 'set'", Columns: map[string]string{"email": "{data.after.email}"}},
+			`{"op": "d", "before": null, "after": null}`,
+			"expression_failed: sink.row_key: {= data.op == 'd' ? data.before.id : data.after.id}: expression failed: no such key: id (data.before is null)"},
+		{config.Mapping{RowKey: "{= data.op == 'd' ? data.before.id : data.after.id}", Columns: map[string]string{"email": "{data.after.email}"}},
+			`{"op": "c", "before": null, "after": {"name": "x"}}`,
+			"expression_failed: sink.row_key: {= data.op == 'd' ? data.before.id : data.after.id}: expression failed: no such key: id (data.after.id is absent)"},
+	} {
+		_, err := mapJSON(mustNew(t, single(c.m)), c.payload, nil)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s on %s:\n got %v\nwant %s", c.m.RowKey, c.payload, err, c.want)
+		}
+	}
+}
+
+// TestMoreColumnsThanMissingColumnsCanIndexIsAProblem: a pipeline's
+// columns are indexed by a uint16 in MissingColumns; one more is a
+// compile problem at its key, never a wrapped index.
+func TestMoreColumnsThanMissingColumnsCanIndexIsAProblem(t *testing.T) {
+	columns := make(map[string]string, maxColumns+1)
+	for i := range maxColumns + 1 {
+		columns[fmt.Sprintf("c%05d", i)] = "x"
+	}
+	_, err := New(single(config.Mapping{RowKey: "k", Columns: columns}), nil, sinks.Limits{})
+	var ps config.Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Path != "sink.columns.c65535" || !strings.Contains(ps[0].Message, "more than 65535 columns") {
+		t.Errorf("%d columns: %v", maxColumns+1, err)
+	}
+}

@@ -356,7 +356,20 @@ func (rm *rowMapping) computedTimestamp(m *Mapper, row *sinks.Row, in *template.
 // that their formatting is not in renderCells' frame.
 //
 //go:noinline
-func cellError(key string, err error) error { return templateError(key, err) }
+func cellError(key string, err error) error {
+	out := templateError(key, err)
+	if bad, ok := out.(*BadInput); ok && isMissing(err) && bad.Err != err {
+		// A value that is null in some messages (a Debezium column, a
+		// delete's after) is what on_missing is for: say so where the
+		// dead-lettered copy says what was missing.
+		bad.Err = fmt.Errorf("%w (%s)", bad.Err, missingHint)
+	}
+	return out
+}
+
+// missingHint follows the failure of a column whose value is missing under
+// on_missing: dead_letter.
+const missingHint = "if the value may be null or absent, set on_missing or on_missing_columns to skip, empty or delete"
 
 // keyError is templateError at key of the mapping at (at.key), made apart
 // so that its formatting is not in render's frame.

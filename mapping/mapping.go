@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -155,10 +156,13 @@ type rowMapping struct {
 	at            string
 	table, family string
 	rowKey        *template.Template
-	columns       []column
-	cellTime      string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
-	timeTmpl      *template.Template // a computed cell timestamp
-	when, each    *expr.Expr
+	// keyReadsBefore: the row key's text names before (a Debezium
+	// delete's), so the hint of a delete's missing key is not given.
+	keyReadsBefore bool
+	columns        []column
+	cellTime       string             // config.CellTimeEvent, config.CellTimePublish, or "" for timeTmpl
+	timeTmpl       *template.Template // a computed cell timestamp
+	when, each     *expr.Expr
 	// change: a change mapping (config.Mapping.IsChange), whose rows
 	// carry their op and mode (change.go); a plain mapping's rows keep
 	// sinks.Change's zero value. lenient: a column's missing value has a
@@ -200,6 +204,10 @@ type Column struct {
 	// MissingEmpty, MissingDelete or MissingDeadLetter.
 	OnMissing string
 }
+
+// maxColumns bounds the columns of one pipeline's mappings in all: a
+// column's index in Result.MissingColumns is a uint16.
+const maxColumns = 1<<16 - 1
 
 // Columns lists every column of the pipeline's mappings, in mapping order
 // and by name within a mapping: Result.MissingColumns indexes it. The
@@ -469,6 +477,7 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 		}
 	}
 	rm.rowKey = c.template(at+".row_key", mc.RowKey, opts)
+	rm.keyReadsBefore = strings.Contains(mc.RowKey, "before")
 	names := make([]string, 0, len(mc.Columns))
 	for name := range mc.Columns {
 		names = append(names, name)
@@ -477,6 +486,10 @@ func (c *compiler) mapping(at string, mc config.Mapping) *rowMapping {
 	policies := c.policies(at, mc, names)
 	for _, name := range names {
 		key := at + ".columns." + name
+		if len(c.columns) == maxColumns {
+			c.add(key, fmt.Errorf("more than %d columns in all the pipeline's mappings", maxColumns))
+			break
+		}
 		if t := c.template(key, mc.Columns[name], opts); t != nil {
 			index := uint16(len(c.columns))
 			c.columns = append(c.columns, Column{Key: key, Table: mc.Table, Family: mc.ColumnFamily, Name: name, Template: mc.Columns[name], OnMissing: policyName[policies[name]]})

@@ -21,6 +21,7 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	"github.com/pubsink/pubsink/mapping/schema"
+	"github.com/pubsink/pubsink/mapping/value"
 	"github.com/pubsink/pubsink/template"
 )
 
@@ -117,23 +118,10 @@ func nullCompared(msg string) bool {
 // types are the values' kinds, never the values. "" when it finds none.
 // It runs only on a failed evaluation: the program it uses is made once.
 func (e *Expr) explainOverload(act *Activation) string {
-	e.traceOnce.Do(func() {
-		opts := append(slices.Clone(e.popts), cel.EvalOptions(cel.OptTrackState))
-		e.traced, _ = e.env.Program(e.ast, opts...)
-	})
-	if e.traced == nil {
+	state := e.trace(act)
+	if state == nil {
 		return ""
 	}
-	var det *cel.EvalDetails
-	if e.mode == costSteps {
-		_, det, _ = e.traced.ContextEval(stopped, act)
-	} else {
-		_, det, _ = e.traced.Eval(act)
-	}
-	if det == nil || det.State() == nil {
-		return ""
-	}
-	state := det.State()
 	var why string
 	celast.PostOrderVisit(e.ast.NativeRep().Expr(), celast.NewExprVisitor(func(x celast.Expr) {
 		if why != "" || x.Kind() != celast.CallKind {
@@ -166,9 +154,99 @@ func (e *Expr) explainOverload(act *Activation) string {
 	return why
 }
 
+// trace evaluates e again against act, keeping every value it computes,
+// with a program made the first time an evaluation fails; nil when it
+// cannot. It runs only on a failed evaluation.
+func (e *Expr) trace(act *Activation) interpreter.EvalState {
+	e.traceOnce.Do(func() {
+		opts := append(slices.Clone(e.popts), cel.EvalOptions(cel.OptTrackState))
+		e.traced, _ = e.env.Program(e.ast, opts...)
+	})
+	if e.traced == nil {
+		return nil
+	}
+	var det *cel.EvalDetails
+	if e.mode == costSteps {
+		_, det, _ = e.traced.ContextEval(stopped, act)
+	} else {
+		_, det, _ = e.traced.Eval(act)
+	}
+	if det == nil {
+		return nil
+	}
+	return det.State()
+}
+
+// explainAbsent names, for a failure to read a value (CEL's "no such key:
+// id"), the path that failed and why, as a template's missing field does:
+// "data.before is null" for data.before.id when before is null (a Debezium
+// create), "data.after is absent". It looks at the field selections of
+// the payload (data.a.b, item.a) whose evaluation failed, the first in
+// evaluation order, and follows its path in the message. "" when there is
+// none such (an index, a map read by a computed key).
+func (e *Expr) explainAbsent(act *Activation) string {
+	state := e.trace(act)
+	if state == nil {
+		return ""
+	}
+	var why string
+	celast.PostOrderVisit(e.ast.NativeRep().Expr(), celast.NewExprVisitor(func(x celast.Expr) {
+		if why != "" || x.Kind() != celast.SelectKind || x.AsSelect().IsTestOnly() {
+			return
+		}
+		if v, ok := state.Value(x.ID()); !ok || !types.IsError(v) {
+			return
+		}
+		root, path := selectPath(x)
+		var from any
+		switch {
+		case root == "data" && act.dataErr == nil && act.dataDone:
+			from = act.data
+		case root == "item" && act.hasItem:
+			from = act.item
+		default:
+			return
+		}
+		if _, err := value.Lookup(from, path); err != nil {
+			why = root + "." + strings.TrimPrefix(err.Error(), template.ErrMissingField.Error()+": ")
+			if strings.HasPrefix(why, root+".the value") {
+				why = root + strings.TrimPrefix(why, root+".the value")
+			}
+			if len(path) == 1 && strings.HasSuffix(why, " is absent") {
+				why = "-" // "no such key: op" says it all: data.op is absent
+			}
+		}
+	}))
+	if why == "-" {
+		return ""
+	}
+	return why
+}
+
+// selectPath is the variable and the fields of a chain of field selections
+// (data.before.id: "data", [before id]); "" when the chain does not start
+// at a variable.
+func selectPath(x celast.Expr) (string, []template.Segment) {
+	var path []template.Segment
+	for x.Kind() == celast.SelectKind {
+		sel := x.AsSelect()
+		if sel.IsTestOnly() {
+			return "", nil
+		}
+		path = append(path, template.Segment{Key: sel.FieldName(), Index: -1})
+		x = sel.Operand()
+	}
+	if x.Kind() != celast.IdentKind {
+		return "", nil
+	}
+	slices.Reverse(path)
+	return x.AsIdent(), path
+}
+
 // evalError wraps an evaluation error as template.ErrExpression, with
-// CEL's message scrubbed of what may be the message's values.
-func (e *Expr) evalError(err error) error {
+// CEL's message scrubbed of what may be the message's values; a failure
+// to read a value says which path failed (explainAbsent).
+func (e *Expr) evalError(err error, act *Activation) error {
 	var cancelled interpreter.EvalCancelledError
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 		return fmt.Errorf("%w: cost limit of %d exceeded", template.ErrExpression, e.limit)
@@ -178,6 +256,9 @@ func (e *Expr) evalError(err error) error {
 	}
 	failed := fmt.Errorf("%w: %s", template.ErrExpression, scrub(err.Error(), e.src))
 	if isResolutionError(err) {
+		if why := e.explainAbsent(act); why != "" {
+			failed = fmt.Errorf("%w (%s)", failed, why)
+		}
 		return &absentError{failed}
 	}
 	return failed
