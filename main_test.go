@@ -207,13 +207,13 @@ func TestMappingTestsOfTheExamples(t *testing.T) {
 			"ok   [orders] an order is one row at its event time\n",
 			"ok   [clicks] a crawler's click is filtered\n",
 			"ok   [customers] a truncate is dead-lettered, never dropped unseen\n",
-			"PASS: 13 cases (examples.test.yaml, "}},
+			"PASS: 14 cases (examples.test.yaml, "}},
 		{"a broken case fails with a diff naming the column", []string{"test", "-c", "examples.yaml", "--tests", broken}, exitFailure, []string{
 			"FAIL [customers] an update sets the row to the new columns\n" +
 				`    rows[0].columns.email: expected "sally@example.com", got "sally@example.org"` + "\n",
 			"ok   [customers] a create sets the row\n",
-			"FAIL: 1 of 13 cases failed (" + broken}},
-		{"--run and --pipeline select cases, -v shows the rows", []string{"test", "-c", "examples.yaml", "--pipeline", "customers", "--run", "delete", "-v"}, exitOK, []string{
+			"FAIL: 1 of 14 cases failed (" + broken}},
+		{"--run and --pipeline select cases, -v shows the rows", []string{"test", "-c", "examples.yaml", "--pipeline", "customers", "--run", "delete deletes", "-v"}, exitOK, []string{
 			"ok   [customers] a delete deletes the row, keyed by before\n    got:\n      rows[0]: table customers, family d, key \"1001\", op delete",
 			"PASS: 1 case ("}},
 		{"a bad tests file is exit 2, each problem with its file, key and line", []string{"test", "-c", "examples.yaml", "-t", bad}, exitUsage, []string{
