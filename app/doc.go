@@ -2,7 +2,8 @@
 // Pub/Sub and Bigtable clients, checks that what a configuration names
 // exists, wires the parts (source, sink, dedupe, watermark tracker,
 // dead-letter output) into pipelines, and runs the commands of the CLI:
-// run (RunFile, Open and App.Run), validate (Validate), setup (Setup,
+// run (RunFile, Open and App.Run), validate (Validate), test (TestFile:
+// package maptest's mapping tests, offline; no client), setup (Setup,
 // SetupFile), demo (Demo) and deadletter list, show and replay (ListFile,
 // ShowFile, ReplayFile; list and show of a file output open no client, so
 // they need no credentials). It also reads the container's memory limit
