@@ -171,6 +171,9 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 			d.add(path, n.Line, "%v", err)
 			return
 		}
+		if x == nil { // json: null is the payload null
+			x = json.RawMessage("null")
+		}
 		v.Set(reflect.ValueOf(config.Normalize(x)))
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
