@@ -97,7 +97,9 @@ func New(cfg *config.Config, f *File, data []byte, limits func(config.Pipeline) 
 		}
 		m, err := mapping.New(*pc, schemas, limits(*pc))
 		if err != nil {
-			return nil, fmt.Errorf("pipeline %s: %w", pc.Name, err)
+			// Not the tests file's problems (%v, not %w): the configuration
+			// was validated, so this is a schema file changed since.
+			return nil, fmt.Errorf("pipeline %s: %v", pc.Name, err)
 		}
 		s.mappers[c.Pipeline] = m
 	}
