@@ -91,8 +91,10 @@ type Options struct {
 	// audit is set by Audit: the App runs no pipeline, and shows the audit
 	// (app/audit.go).
 	audit *auditRun
-	// filterWarnAfter overrides pipeline.DefaultFilterWarnAfter (tests).
+	// filterWarnAfter and columnWarnAfter override
+	// pipeline.DefaultFilterWarnAfter and DefaultColumnWarnAfter (tests).
 	filterWarnAfter time.Duration
+	columnWarnAfter time.Duration
 }
 
 // App is every pipeline of one configuration, running in this process,
@@ -336,6 +338,7 @@ func (a *App) build(ctx context.Context, pc config.Pipeline, memLimit int64) (*p
 		Metrics: m,
 
 		FilterWarnAfter: a.opts.filterWarnAfter,
+		ColumnWarnAfter: a.opts.columnWarnAfter,
 	}
 	// Each optional part is built in a file of its own (dedupe.go,
 	// watermark.go, deadletter.go); a nil part is left out.

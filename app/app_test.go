@@ -67,6 +67,26 @@ func newFakes(t *testing.T, opts ...grpc.ServerOption) *fakes {
 	}
 }
 
+// runApp opens an App of cfg and runs it until the test ends, when it
+// stops it and fails the test if Run failed.
+func runApp(t *testing.T, log *zap.Logger, cfg *config.Config, opts Options) *App {
+	t.Helper()
+	a, err := Open(context.Background(), log, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return a
+}
+
 func parse(t *testing.T, s string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(s))

@@ -22,6 +22,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 
+	"github.com/pubsink/pubsink/internal/metrics"
 	"github.com/pubsink/pubsink/pipeline"
 	"github.com/pubsink/pubsink/reprocess"
 )
@@ -43,7 +44,7 @@ state: {instance: i}
 pipelines:
   - name: orders
     source: {topic: orders, subscription: orders-sub, tracking_subscription: orders-tracking, streams: 1}
-    sink: {table: orders, row_key: "{message_id}", batch: {max_delay: 1ms}}
+    sink: {table: orders, row_key: "{message_id}", batch: {max_delay: 1ms}, columns: {data: "{data}", note: "{data.note}"}, on_missing_columns: {note: skip}}
   - name: clicks
     mode: at_least_once
     source: {topic: clicks, subscription: clicks-sub, streams: 1}
@@ -62,22 +63,11 @@ func startPageApp(t *testing.T) (*App, string) {
 		t.Fatal(err)
 	}
 	opts := f.opts
-	opts.filterWarnAfter = time.Nanosecond // a second heartbeat of clicks is a warning (filteredEverything)
-	a, err := Open(ctx, zap.NewNop(), cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	opts.filterWarnAfter = time.Nanosecond // a second heartbeat of clicks is a warning (filterEverything)
+	opts.columnWarnAfter = time.Nanosecond // a second order without a note is a warning (missNote)
+	a := runApp(t, zap.NewNop(), cfg, opts)
 	for i := range 20 {
-		f.psSrv.Publish("projects/p/topics/orders", []byte(`{"n":`+strconv.Itoa(i)+`}`), nil)
+		f.psSrv.Publish("projects/p/topics/orders", []byte(`{"n":`+strconv.Itoa(i)+`,"note":"x"}`), nil)
 	}
 	f.psSrv.Publish("projects/p/topics/clicks", []byte("not json"), nil)
 	deadline := time.Now().Add(10 * time.Second)
@@ -99,24 +89,43 @@ func startPageApp(t *testing.T) (*App, string) {
 // the start of the warning the page shows.
 func filterEverything(t *testing.T, a *App) string {
 	t.Helper()
-	pub := a.pubsub.Publisher("projects/p/topics/clicks")
+	publishUntil(t, a, 1, `{"kind":"heartbeat"}`, func(st pipeline.Status) bool { return st.FilteredEverything != nil })
+	return `<div class="warning">warning: the filter has dropped every message for `
+}
+
+// missNote publishes orders without a note, which their note column
+// (on_missing: skip) misses, until the pipeline warns that no committed
+// message fills it; it returns the start of the warning the page shows.
+func missNote(t *testing.T, a *App) string {
+	t.Helper()
+	publishUntil(t, a, 0, `{"n":-1}`, func(st pipeline.Status) bool { return st.ColumnsNeverFilled != nil })
+	return `<div class="warning">warning: column sink.columns.note has been missing in every committed message for `
+}
+
+// publishUntil publishes data to the topic of a's pipeline i, one message
+// every 20 ms, until warned says its status has the warning wanted; it
+// fails the test after 10 s.
+func publishUntil(t *testing.T, a *App, i int, data string, warned func(pipeline.Status) bool) {
+	t.Helper()
+	p := a.Pipelines()[i]
+	pub := a.pubsub.Publisher("projects/" + a.cfg.Project + "/topics/" + a.cfg.Pipelines[i].Source.Topic)
 	defer pub.Stop()
 	deadline := time.Now().Add(10 * time.Second)
-	for a.Pipelines()[1].Status().FilteredEverything == nil {
+	for !warned(p.Status()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no filter warning: %+v", a.Pipelines()[1].Status())
+			t.Fatalf("no warning: %+v", p.Status())
 		}
-		if _, err := pub.Publish(context.Background(), &pubsub.Message{Data: []byte(`{"kind":"heartbeat"}`)}).Get(context.Background()); err != nil {
+		if _, err := pub.Publish(context.Background(), &pubsub.Message{Data: []byte(data)}).Get(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return `<div class="warning">warning: the filter has dropped every message for `
 }
 
 // makeChanges gives the pipeline called name of a's the counts of a change
 // mapping's activity (made up: the fakes run plain mappings), and returns
-// the changes line the page shows for them.
+// the changes line the page shows for them (with the real values missed
+// before: missNote's).
 func makeChanges(a *App, name string) string {
 	m := a.Metrics().Pipeline(name)
 	m.RowOperations("delete", "applied").Add(10)
@@ -124,7 +133,25 @@ func makeChanges(a *App, name string) string {
 	m.RowOperations("set", "superseded").Add(3)
 	m.CellsSuperseded.Add(7)
 	m.MissingValues("skip").Add(5)
-	return `<div class="changes">changes: deletes 12 · superseded rows 3 · superseded cells 7 · missing skipped 5</div>`
+	return `<div class="changes">changes: deletes 12 · superseded rows 3 · superseded cells 7 · missing skipped ` +
+		strconv.Itoa(int(metrics.Value(m.MissingValues("skip")))) + `</div>`
+}
+
+// getStatus returns the pipelines of GET /status, failing unless there
+// are pageYAML's two.
+func getStatus(t *testing.T, base string) (st struct {
+	Pipelines []pipeline.Status `json:"pipelines"`
+}) {
+	t.Helper()
+	resp, err := http.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Pipelines) != 2 {
+		t.Fatalf("/status: %v, %+v", err, st)
+	}
+	return st
 }
 
 // getPage returns the body of GET url, failing unless it is 200 HTML.
@@ -261,28 +288,31 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("a pipeline without change activity has a changes line:\n%s", page)
 	}
 	if strings.Contains(page, `class="warning"`) {
-		t.Errorf("a pipeline whose filter dropped nothing has a filter warning:\n%s", page)
+		t.Errorf("a pipeline whose filter dropped nothing, whose columns were all filled, has a warning:\n%s", page)
 	}
 	t.Run("a filter that drops every message is a warning on the page and /status", func(t *testing.T) {
 		warning := filterEverything(t, a)
 		page := getPage(t, base+"/")
-		if !strings.Contains(section(page, "clicks"), warning) || strings.Contains(section(page, "orders"), `class="warning"`) {
+		if !strings.Contains(section(page, "clicks"), warning) || strings.Contains(section(page, "orders"), "the filter has dropped") {
 			t.Errorf("want clicks' filter warning %s, and none for orders:\n%s", warning, page)
 		}
-		resp, err := http.Get(base + "/status")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var st struct {
-			Pipelines []pipeline.Status `json:"pipelines"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Pipelines) != 2 {
-			t.Fatalf("/status: %v, %+v", err, st)
-		}
+		st := getStatus(t, base)
 		w := st.Pipelines[1].FilteredEverything
 		if w == nil || w.Messages < 2 || w.Since.IsZero() || !strings.Contains(w.Warning, `check filter "data.?kind.orValue('') != 'heartbeat'"`) || st.Pipelines[0].FilteredEverything != nil {
 			t.Errorf("/status filtered_everything: clicks %+v, orders %+v", w, st.Pipelines[0].FilteredEverything)
+		}
+	})
+	t.Run("a column missing in every committed message is a warning on the page and /status", func(t *testing.T) {
+		warning := missNote(t, a)
+		page := getPage(t, base+"/")
+		if !strings.Contains(section(page, "orders"), warning) || strings.Contains(section(page, "clicks"), "has been missing in every committed message") {
+			t.Errorf("want orders' column warning %s, and none for clicks:\n%s", warning, page)
+		}
+		st := getStatus(t, base)
+		w := st.Pipelines[0].ColumnsNeverFilled
+		if len(w) != 1 || w[0].Column != "sink.columns.note" || w[0].Template != "{data.note}" || w[0].OnMissing != "skip" || w[0].Messages < 2 ||
+			w[0].Since.IsZero() || !strings.Contains(w[0].Warning, `check its template "{data.note}"`) || st.Pipelines[1].ColumnsNeverFilled != nil {
+			t.Errorf("/status columns_never_filled: orders %+v, clicks %+v", w, st.Pipelines[1].ColumnsNeverFilled)
 		}
 	})
 	t.Run("a pipeline with change activity has a changes line", func(t *testing.T) {
@@ -438,11 +468,15 @@ func TestStatusPageInChromium(t *testing.T) {
 	gate := reprocess.NewGate(from, from.Add(time.Hour), nil)
 	a.opts.reprocess = &reprocessRun{live: "orders", gate: gate, record: &reprocess.Record{Name: "orders~r20261203t061500z",
 		Subscription: "projects/p/subscriptions/orders-sub-reprocess", RestorePoint: "projects/p/snapshots/orders-sub-restore-20261203t061500z"}}
+	missed := missNote(t, a)            // no order has a note
 	changes := makeChanges(a, "orders") // and none for clicks
 	warning := filterEverything(t, a)   // clicks' filter drops every message
 	dom := string(chrome("--dump-dom", base+"/"))
 	if !strings.Contains(section(dom, "clicks"), warning) {
 		t.Errorf("Chromium's DOM lacks clicks' filter warning %s:\n%s", warning, dom)
+	}
+	if !strings.Contains(section(dom, "orders"), missed) || strings.Contains(section(dom, "clicks"), "has been missing in every committed message") {
+		t.Errorf("Chromium's DOM lacks orders' column warning %s, or has one for clicks:\n%s", missed, dom)
 	}
 	if !strings.Contains(section(dom, "orders"), changes) || strings.Contains(section(dom, "clicks"), `class="changes"`) {
 		t.Errorf("Chromium's DOM lacks orders' changes line %s, or has one for clicks:\n%s", changes, dom)

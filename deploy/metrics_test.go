@@ -30,6 +30,7 @@ var exportedMetrics = map[string]metric{
 	"pubsink_row_operations_total":              {"counter", []string{"pipeline", "operation", "result"}},
 	"pubsink_missing_values_total":              {"counter", []string{"pipeline", "policy"}},
 	"pubsink_cells_superseded_total":            {"counter", []string{"pipeline"}},
+	"pubsink_column_never_filled":               {"gauge", []string{"pipeline", "column"}},
 	"pubsink_messages_retried_total":            {"counter", []string{"pipeline"}},
 	"pubsink_messages_in_flight":                {"gauge", []string{"pipeline"}},
 	"pubsink_watermark_timestamp_seconds":       {"gauge", []string{"pipeline"}},

@@ -20,6 +20,7 @@ func TestExportedMetricsAreTheRegistrys(t *testing.T) {
 	p.DeadLettered("late")
 	p.SinkWriteErrors("Unavailable")
 	p.DeadLetterErrors("Unavailable")
+	p.ColumnNeverFilled("sink.columns.last_name")
 	p.WatchWatermark(time.Now)
 	p.WatchOldestInFlight(func() (time.Time, bool) { return time.Time{}, false })
 	p.SinkWrite.Observe(0.01)

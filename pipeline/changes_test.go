@@ -32,7 +32,8 @@ func (f *changeMapper) Map(_ context.Context, m *source.Message, r *mapping.Resu
 	return nil
 }
 
-func (f *changeMapper) Stats() mapping.Stats { return mapping.Stats{Format: config.FormatJSON} }
+func (f *changeMapper) Stats() mapping.Stats      { return mapping.Stats{Format: config.FormatJSON} }
+func (f *changeMapper) Columns() []mapping.Column { return nil }
 
 // applyingSink is what a sink that applies changes tells the pipeline: it
 // fills the Applied of each change row with applied[its key], and rejects

@@ -45,9 +45,13 @@ type Deps struct {
 	DeadLetterWait time.Duration
 	// FilterWarnAfter is how long the filter must drop every message
 	// before the pipeline warns; zero means DefaultFilterWarnAfter.
-	// FilterClock is that warning's clock; nil: time.Now.
+	// ColumnWarnAfter is how long a column's value must be missing in
+	// every committed message before it warns; zero means
+	// DefaultColumnWarnAfter. WarnClock is the clock of both warnings;
+	// nil: time.Now.
 	FilterWarnAfter time.Duration
-	FilterClock     func() time.Time
+	ColumnWarnAfter time.Duration
+	WarnClock       func() time.Time
 }
 
 // The lifecycle a part may have. Each part's interface below says which of
@@ -88,6 +92,10 @@ type Mapper interface {
 	Map(ctx context.Context, m *source.Message, r *mapping.Result) error
 	// Stats are the format and the schema revisions met, for /status.
 	Stats() mapping.Stats
+	// Columns lists the columns of the mappings, which a Result's
+	// MissingColumns indexes (mapping.Mapper.Columns); the pipeline
+	// reads it once, in New.
+	Columns() []mapping.Column
 }
 
 // Deduper claims dedupe keys (package dedupe).

@@ -23,7 +23,7 @@ func TestAFilterThatDropsEverythingIsAWarningUntilAMessagePasses(t *testing.T) {
 	now := eventTime
 	core, logs := observer.New(zapcore.InfoLevel)
 	p, err := New(zap.New(core), batchConfig(), Deps{Sink: &fakeSink{}, Dedupe: &fakeDedupe{}, Metrics: metrics.New().Pipeline("orders"),
-		Retry: fastRetry, FilterClock: func() time.Time { return now }})
+		Retry: fastRetry, WarnClock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

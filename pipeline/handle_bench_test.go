@@ -41,10 +41,27 @@ func (nopSink) Check(context.Context) error              { return nil }
 
 // BenchmarkHandle is the pipeline's own per-message cost in at_least_once
 // mode, around a sink that returns at once: metrics, the in-flight
-// bookkeeping, decode, the stages' retry wrappers, finish.
+// bookkeeping, decode, the stages' retry wrappers, finish. columns=skip
+// maps two fields under on_missing: skip, every one filled: the common
+// case of a pipeline whose columns the never-filled watch follows.
 func BenchmarkHandle(b *testing.B) {
-	p, err := New(zap.NewNop(), benchPipelineConfig("{attributes.id}", map[string]string{"data": "{data}"}),
-		Deps{Sink: nopSink{}, Metrics: metrics.New().Pipeline("bench")})
+	for _, c := range []struct {
+		name string
+		cfg  config.Pipeline
+	}{
+		{"columns=payload", benchPipelineConfig("{attributes.id}", map[string]string{"data": "{data}"})},
+		{"columns=skip", func() config.Pipeline {
+			cfg := benchPipelineConfig("{attributes.id}", map[string]string{"customer": "{data.customer}", "currency": "{data.currency}"})
+			cfg.Sink.OnMissing = config.MissingSkip
+			return cfg
+		}()},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkHandle(b, c.cfg) })
+	}
+}
+
+func benchmarkHandle(b *testing.B, cfg config.Pipeline) {
+	p, err := New(zap.NewNop(), cfg, Deps{Sink: nopSink{}, Metrics: metrics.New().Pipeline("bench")})
 	if err != nil {
 		b.Fatal(err)
 	}

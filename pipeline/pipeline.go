@@ -36,6 +36,9 @@ type Pipeline struct {
 	// filters watches the filter for dropping every message; nil
 	// without a filter.
 	filters *filterWatch
+	// columns watches the columns whose policy is not dead_letter for a
+	// value missing in every committed message; nil without such columns.
+	columns *columnWatch
 	// stopMembers ends the membership's renewals that Run started and
 	// waits for them; Close calls it.
 	stopMembers func()
@@ -67,8 +70,9 @@ func New(log *zap.Logger, cfg config.Pipeline, deps Deps) (*Pipeline, error) {
 		changes:  newChangeCounters(cfg, deps.Metrics),
 	}
 	if cfg.Filter != "" {
-		p.filters = newFilterWatch(deps.FilterWarnAfter, deps.FilterClock, p.log, cfg.Filter)
+		p.filters = newFilterWatch(deps.FilterWarnAfter, deps.WarnClock, p.log, cfg.Filter)
 	}
+	p.columns = newColumnWatch(deps.ColumnWarnAfter, deps.WarnClock, p.log, deps.Metrics, mapper.Columns())
 	if p.dlWait <= 0 {
 		p.dlWait = DefaultDeadLetterWait
 	}
@@ -540,6 +544,9 @@ func (p *Pipeline) finish(ctx context.Context, m *source.Message, r *record, out
 		}
 		mt.Rows.Add(float64(len(r.Rows)))
 		p.changes.count(&r.Result)
+		if p.columns != nil {
+			p.columns.committed(&r.Result)
+		}
 		mt.CommitLatency.Observe(time.Since(m.PublishTime).Seconds())
 	case Duplicate:
 		mt.Duplicate.Inc()

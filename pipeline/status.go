@@ -53,6 +53,11 @@ type Status struct {
 	// message (none passed) for FilterWarnAfter or longer while messages
 	// arrived, until a message passes.
 	FilteredEverything *FilterWarning `json:"filtered_everything,omitempty"`
+	// ColumnsNeverFilled are the columns (of a policy other than
+	// dead_letter) whose value has been missing in every committed
+	// message that made their mapping's row for ColumnWarnAfter or longer,
+	// until a committed message fills them; in Columns order.
+	ColumnsNeverFilled []ColumnWarning `json:"columns_never_filled,omitempty"`
 
 	// OldestInFlight is the oldest publish time (to the second) among the
 	// messages being processed.
@@ -131,6 +136,9 @@ func (p *Pipeline) Status() Status {
 	}
 	if p.filters != nil {
 		s.FilteredEverything = p.filters.warning()
+	}
+	if p.columns != nil {
+		s.ColumnsNeverFilled = p.columns.warnings()
 	}
 	for _, r := range deadletter.Reasons {
 		s.DeadLettered[string(r)] = int64(metrics.Value(m.DeadLettered(string(r))))

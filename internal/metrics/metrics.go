@@ -50,6 +50,7 @@ type Metrics struct {
 	dlHeld        *prometheus.GaugeVec
 	dlGaveUp      *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
+	neverFilled   *prometheus.GaugeVec
 
 	// times are the figures read at scrape time from each pipeline: its
 	// watermark and oldest message in flight.
@@ -125,7 +126,8 @@ func New() *Metrics {
 	m.alone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_membership_alone", Help: "1 while this process is provably the only one running the pipeline and claims keys on the fast path, else 0."}, pl)
 	m.wmLeader = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_watermark_leader", Help: "1 while this process leads the pipeline's watermark (reads the tracking subscription and stores the watermark), else 0."}, pl)
 	m.dlHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_dead_letter_held", Help: "Messages waiting, each in a flow-control slot, for a dead-letter output that failed at least once."}, pl)
-	r.MustRegister(m.wmLeader, m.dlHeld)
+	m.neverFilled = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pubsink_column_never_filled", Help: "1 while the column (its key in the pipeline, such as sink.columns.last_name) has had its value missing in every committed message that made its mapping's row for 5 minutes or more, else 0; only columns whose on_missing is skip, empty or delete have the series."}, []string{"pipeline", "column"})
+	r.MustRegister(m.wmLeader, m.dlHeld, m.neverFilled)
 	build := buildinfo.Read()
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "pubsink_build_info",
@@ -189,6 +191,7 @@ type Pipeline struct {
 	tracking     *prometheus.CounterVec
 	rowOps       *prometheus.CounterVec
 	missing      *prometheus.CounterVec
+	neverFilled  *prometheus.GaugeVec
 }
 
 // trackingMethods are the calls the tracking subscription's reader makes,
@@ -260,6 +263,7 @@ func (m *Metrics) Pipeline(name string) *Pipeline {
 		stages:           m.stages.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		rowOps:           m.rowOps.MustCurryWith(prometheus.Labels{"pipeline": name}),
 		missing:          m.missing.MustCurryWith(prometheus.Labels{"pipeline": name}),
+		neverFilled:      m.neverFilled.MustCurryWith(prometheus.Labels{"pipeline": name}),
 	}
 }
 
@@ -279,6 +283,13 @@ func (p *Pipeline) RowOperations(operation, result string) prometheus.Counter {
 // columns under one policy (one of MissingPolicies).
 func (p *Pipeline) MissingValues(policy string) prometheus.Counter {
 	return p.missing.WithLabelValues(policy)
+}
+
+// ColumnNeverFilled is the gauge of pubsink_column_never_filled for the
+// column whose key in the pipeline is column (config-bound: one series per
+// column the pipeline follows).
+func (p *Pipeline) ColumnNeverFilled(column string) prometheus.Gauge {
+	return p.neverFilled.WithLabelValues(column)
 }
 
 // Stage is the histogram of pubsink_stage_seconds for one stage of the
