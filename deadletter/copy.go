@@ -123,7 +123,7 @@ func newCopy(pipeline string, m *source.Message, reason Reason, cause error, now
 		Data:        m.Data,
 	}
 	if cause != nil {
-		c.Error = errorText(cause.Error())
+		c.Error = ErrorText(cause)
 	}
 	for k, v := range m.Attributes {
 		if !strings.HasPrefix(k, AttrPrefix) {
@@ -132,6 +132,10 @@ func newCopy(pipeline string, m *source.Message, reason Reason, cause error, now
 	}
 	return c
 }
+
+// ErrorText is the error text a copy dead-lettered for cause carries
+// (AttrError): cause's text made to fit an attribute value.
+func ErrorText(cause error) string { return errorText(cause.Error()) }
 
 // errorText makes s fit an attribute value: valid UTF-8 (a proto3 string
 // must be) and at most MaxErrorBytes.
