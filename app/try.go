@@ -211,7 +211,7 @@ func runTry(ctx context.Context, log *zap.Logger, cfg *config.Config, req TryReq
 	gated := gate.Wrap(source.New(ps, log, sub, src, maxBytes))
 	readCtx, stopRead := context.WithCancel(ctx)
 	defer stopRead()
-	sample := newTrySample(pc, mp.Columns(), size, text, out, req.JSON)
+	sample := newTrySample(pc, mp.Columns(), size, req.Idle, text, out, req.JSON)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -243,7 +243,14 @@ func runTry(ctx context.Context, log *zap.Logger, cfg *config.Config, req TryReq
 
 	deleted = true
 	delErr := own.delete(ctx, log, ps, sub)
-	sum := sample.summary(name, sub, delErr == nil)
+	ended := "idle"
+	switch {
+	case ctx.Err() != nil:
+		ended = "stopped"
+	case sample.full():
+		ended = "full"
+	}
+	sum := sample.summary(name, sub, ended, delErr == nil)
 	sample.print(sum, sum.Messages > 0 || ctx.Err() != nil)
 	switch {
 	case delErr != nil:
@@ -289,8 +296,9 @@ type trySample struct {
 	columns  []mapping.Column
 	byCell   map[cellKey]int // a row's cell → its column's index
 	size     int
-	text     io.Writer // the messages' and summary's lines
-	out      io.Writer // the JSON objects, with json
+	idle     time.Duration // --idle, for the summary
+	text     io.Writer     // the messages' and summary's lines
+	out      io.Writer     // the JSON objects, with json
 	json     bool
 
 	mu       sync.Mutex
@@ -315,8 +323,8 @@ type columnCounts struct {
 	Deleted int `json:"deleted"`
 }
 
-func newTrySample(pc *config.Pipeline, columns []mapping.Column, size int, text, out io.Writer, json bool) *trySample {
-	s := &trySample{pipeline: *pc, columns: columns, size: size, text: text, out: out, json: json,
+func newTrySample(pc *config.Pipeline, columns []mapping.Column, size int, idle time.Duration, text, out io.Writer, json bool) *trySample {
+	s := &trySample{pipeline: *pc, columns: columns, size: size, idle: idle, text: text, out: out, json: json,
 		byCell: map[cellKey]int{}, dead: map[deadletter.Reason]int{}, counts: make([]columnCounts, len(columns))}
 	for i, c := range columns {
 		k := cellKey{c.Table, c.Family, c.Name}
@@ -452,7 +460,7 @@ func (s *trySample) count(r *mapping.Result) {
 
 func (s *trySample) row(row sinks.Row) tryRow {
 	t := tryRow{Table: row.Table, Family: row.Family, Key: row.Key, Timestamp: row.Timestamp.UTC(),
-		Op: row.Change.Op.String(), Mode: row.Change.Mode.String(), Delete: row.Change.Delete}
+		Op: row.Change.Op.String(), Mode: row.Change.Mode.String(), Cells: []tryCell{}, Delete: row.Change.Delete}
 	if t.Table == "" {
 		t.Table = s.pipeline.Sink.Table
 	}
@@ -529,6 +537,7 @@ type trySummary struct {
 	Pipeline     string         `json:"pipeline"`
 	Subscription string         `json:"subscription"`
 	Messages     int            `json:"messages"`
+	Ended        string         `json:"ended"` // "full", "idle", "stopped"
 	WithRows     int            `json:"with_rows"`
 	Rows         int            `json:"rows"`
 	Filtered     int            `json:"filtered"`
@@ -549,10 +558,17 @@ type tryColumn struct {
 	columnCounts
 }
 
-func (s *trySample) summary(name, sub string, deleted bool) trySummary {
+// full reports whether the sample has its size.
+func (s *trySample) full() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sum := trySummary{Kind: "summary", Try: name, Pipeline: s.pipeline.Name, Subscription: sub, Messages: s.messages, WithRows: s.withRows,
+	return s.messages >= s.size
+}
+
+func (s *trySample) summary(name, sub, ended string, deleted bool) trySummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := trySummary{Kind: "summary", Try: name, Pipeline: s.pipeline.Name, Subscription: sub, Messages: s.messages, Ended: ended, WithRows: s.withRows,
 		Rows: s.rows, Filtered: s.filtered, DeadLettered: map[string]int{}, Columns: []tryColumn{}, Warnings: []string{},
 		WroteNothing: true, Deleted: deleted}
 	for r, n := range s.dead {
@@ -576,6 +592,17 @@ func (s *trySample) summary(name, sub string, deleted bool) trySummary {
 	return sum
 }
 
+// endedText says why the read ended, in the summary's first line.
+func (s *trySample) endedText(ended string) string {
+	switch ended {
+	case "full":
+		return "the sample's size"
+	case "stopped":
+		return "then stopped"
+	}
+	return "then none for --idle " + s.idle.String()
+}
+
 // print prints sum: the text table and lines, or the JSON object (and the
 // warnings and the last line as text, to the progress writer); without
 // counts (an empty sample), the text is only the last line.
@@ -586,8 +613,8 @@ func (s *trySample) print(sum trySummary, counts bool) {
 		fmt.Fprintf(s.out, "%s\n", b)
 	case !counts:
 	default:
-		fmt.Fprintf(s.text, "try %s: %d messages: %d with rows (%d rows), %d filtered, %d dead-lettered\n",
-			sum.Try, sum.Messages, sum.WithRows, sum.Rows, sum.Filtered, sum.Messages-sum.WithRows-sum.Filtered)
+		fmt.Fprintf(s.text, "try %s: %d messages, %s: %d with rows (%d rows), %d filtered, %d dead-lettered\n",
+			sum.Try, sum.Messages, s.endedText(sum.Ended), sum.WithRows, sum.Rows, sum.Filtered, sum.Messages-sum.WithRows-sum.Filtered)
 		tw := tabwriter.NewWriter(s.text, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  column\ttemplate\ton_missing\tfilled\tskipped\temptied\tdeleted")
 		for _, c := range sum.Columns {

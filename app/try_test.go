@@ -208,7 +208,7 @@ func TestTryNextMapsTheNextMessagesAndWarnsOfAColumnNeverFilled(t *testing.T) {
 		`  customers  row "2"  family d  at `, "(delete, replace_if_newer)",
 		"  filtered\n",
 		"dead-lettered (invalid_payload): ",
-		"try customers~t", ": 6 messages: 4 with rows (4 rows), 1 filtered, 1 dead-lettered",
+		"try customers~t", ": 6 messages, the sample's size: 4 with rows (4 rows), 1 filtered, 1 dead-lettered",
 		"  dead-lettered invalid_payload: 1\n",
 		"  filtered: 1\n",
 		`warning: column sink.columns.last_name (template "{data.after.lastname}") was never filled in 6 messages: missing in 3 of their rows (on_missing skip)`,
@@ -281,7 +281,7 @@ func TestTryJSONPrintsAnObjectPerMessageAndTheSummary(t *testing.T) {
 		len(set.Missing) != 2 || set.Missing[0].Column != "sink.columns.email" && set.Missing[1].Column != "sink.columns.email" {
 		t.Errorf("the set: %+v", set)
 	}
-	if del, ok := byOutcome["rows/delete"]; !ok || del.Rows[0].Key != "2" || len(del.Rows[0].Cells) != 0 {
+	if del, ok := byOutcome["rows/delete"]; !ok || del.Rows[0].Key != "2" || del.Rows[0].Cells == nil || len(del.Rows[0].Cells) != 0 {
 		t.Errorf("the delete: %+v", del)
 	}
 	if _, ok := byOutcome["filtered/"]; !ok {
@@ -291,7 +291,7 @@ func TestTryJSONPrintsAnObjectPerMessageAndTheSummary(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[3]), &sum); err != nil || sum.Kind != "summary" {
 		t.Fatalf("the summary line %s: %v", lines[3], err)
 	}
-	if sum.Messages != 3 || sum.WithRows != 2 || sum.Rows != 2 || sum.Filtered != 1 || len(sum.DeadLettered) != 0 || !sum.WroteNothing || !sum.Deleted ||
+	if sum.Messages != 3 || sum.Ended != "full" || sum.WithRows != 2 || sum.Rows != 2 || sum.Filtered != 1 || len(sum.DeadLettered) != 0 || !sum.WroteNothing || !sum.Deleted ||
 		len(sum.Columns) != 3 || sum.Columns[0].Emptied != 1 || sum.Columns[1].Filled != 1 || sum.Columns[2].Skipped != 1 ||
 		len(sum.Warnings) != 2 || !strings.Contains(sum.Warnings[0], "sink.columns.email") || !strings.Contains(sum.Warnings[1], "sink.columns.last_name") {
 		t.Errorf("the summary: %+v", sum)
@@ -351,7 +351,7 @@ func TestTryStoppedDeletesItsSubscription(t *testing.T) {
 	if subs := trySubscriptions(t, f.ps); len(subs) != 0 {
 		t.Errorf("subscriptions left behind: %q", subs)
 	}
-	for _, want := range []string{": 1 messages: 1 with rows", "stopped after 1 messages", "deleted its subscription"} {
+	for _, want := range []string{": 1 messages, then stopped: 1 with rows", "stopped after 1 messages", "deleted its subscription"} {
 		if !strings.Contains(r.out.String(), want) {
 			t.Errorf("the output lacks %q:\n%s", want, r.out.String())
 		}
@@ -415,7 +415,7 @@ func TestTryFromSeeksItsOwnSubscriptionAndStopsAtTheLimit(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("try: %v\n%s", r.err, r.out.String())
 	}
-	if !strings.Contains(r.out.String(), ": 2 messages: 2 with rows") || strings.Count(r.out.String(), "\nmessage ") != 2 {
+	if !strings.Contains(r.out.String(), ": 2 messages, the sample's size: 2 with rows") || strings.Count(r.out.String(), "\nmessage ") != 2 {
 		t.Errorf("the sample is not the limit's 2 messages:\n%s", r.out.String())
 	}
 	rec.mu.Lock()

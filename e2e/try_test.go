@@ -92,7 +92,7 @@ func TestTryWarnsOfTheMisspeltColumn(t *testing.T) {
 		t.Logf("%s:\n%s", what, out)
 		for _, want := range []string{
 			`    first_name = "Sally"`, `    email = "sally@acme.com"`, "  missing sink.columns.last_name (on_missing skip)",
-			": 3 messages: 3 with rows (3 rows), 0 filtered, 0 dead-lettered",
+			": 3 messages, ", ": 3 with rows (3 rows), 0 filtered, 0 dead-lettered",
 			warning, "wrote nothing (no table, no dead-letter copy, no ack on the live subscription); deleted its subscription",
 		} {
 			if !strings.Contains(out, want) {
@@ -111,12 +111,19 @@ func TestTryWarnsOfTheMisspeltColumn(t *testing.T) {
 		}
 	}
 
-	check(e.startCommand("try", "--config", path, "--pipeline", "customers", "--from", "10m", "--idle", "5s"), "try --from")
+	from := e.startCommand("try", "--config", path, "--pipeline", "customers", "--from", "10m", "--idle", "5s")
+	check(from, "try --from")
+	if !strings.Contains(from.out.String(), ": 3 messages, then none for --idle 5s: ") {
+		t.Error("try --from: the summary does not say the read ended after --idle")
+	}
 
 	next := e.startCommand("try", "--config", path, "--pipeline", "customers", "--next", "3", "--idle", "30s")
 	e.waitTrySubscription()
 	e.publishChanges(debeziumChanges)
 	check(next, "try --next")
+	if !strings.Contains(next.out.String(), ": 3 messages, the sample's size: ") {
+		t.Error("try --next: the summary does not say the read ended at the sample's size")
+	}
 
 	if n := e.countRows(e.table); n != 0 {
 		t.Errorf("the table has %d rows: the try wrote", n)
