@@ -474,3 +474,23 @@ func TestTryRefusesWhatAuditRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestTryShortensLongValues: a value longer than the width is cut after
+// width characters (never inside one) and says its length in bytes; a
+// shorter one is only quoted.
+func TestTryShortensLongValues(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want string
+	}{
+		{"Ada", `"Ada"`},
+		{strings.Repeat("a", 10), `"aaaaaaaaaa"`},
+		{strings.Repeat("a", 11), `"aaaaaaaaaa"… (11 bytes)`},
+		{strings.Repeat("é", 12), `"éééééééééé"… (24 bytes)`},
+		{"tab\there", `"tab\there"`},
+	} {
+		if got := shorten(c.v, 10); got != c.want {
+			t.Errorf("shorten(%q, 10) = %s, want %s", c.v, got, c.want)
+		}
+	}
+}

@@ -74,8 +74,9 @@ func (e *env) waitTrySubscription() {
 // the column table with last_name filled 0 times and skipped 3, the
 // warning line naming its key and template, that it wrote nothing, and
 // exits 0; the table is empty and no subscription of the try is left.
-// Then `--next 3` takes three changes published after its start, the
-// same way. A try stopped by SIGINT while it waits exits 3 and deletes
+// `--snapshot` of a snapshot of the live subscription does the same, and
+// `--next 3` takes three changes published after its start, the same
+// way. A try stopped by SIGINT while it waits exits 3 and deletes
 // its subscription.
 func TestTryWarnsOfTheMisspeltColumn(t *testing.T) {
 	e := newEnv(t)
@@ -116,6 +117,11 @@ func TestTryWarnsOfTheMisspeltColumn(t *testing.T) {
 	if !strings.Contains(from.out.String(), ": 3 messages, then none for --idle 5s: ") {
 		t.Error("try --from: the summary does not say the read ended after --idle")
 	}
+
+	// A snapshot of the live subscription, which holds the three unacked.
+	snap := "try-" + e.sub
+	e.snapshotLive(snap)
+	check(e.startCommand("try", "--config", path, "--pipeline", "customers", "--snapshot", snap, "--idle", "5s"), "try --snapshot")
 
 	next := e.startCommand("try", "--config", path, "--pipeline", "customers", "--next", "3", "--idle", "30s")
 	e.waitTrySubscription()
