@@ -24,7 +24,7 @@ processed at least once, and its result is committed exactly once.
 
 --config (-c) defaults to $PUBSINK_CONFIG, then /etc/pubsink/config.yaml.
 Exit codes: 0 success or a clean stop, 1 runtime failure, 2 bad configuration or usage,
-3 a reprocess or audit stopped before it was done (run it again to resume),
+3 a reprocess, audit or try stopped before it was done (run it again to resume),
 4 an audit found something missing or doubled.
 The whole contract: docs/reference.md.`,
 		// Without a command: the help, and exit 2 (a usage error).
@@ -59,6 +59,7 @@ The whole contract: docs/reference.md.`,
 		deadLetterCommand(ctx, stdout, stderr),
 		reprocessCommand(ctx, stdout, stderr),
 		auditCommand(ctx, stdout, stderr),
+		tryCommand(ctx, stdout, stderr),
 		&cobra.Command{
 			Use:   "version",
 			Short: "Print the version, VCS revision and Go version",
@@ -292,9 +293,7 @@ Progress goes to stderr (a bar on a terminal, log lines otherwise), the summary 
 	path := configFlag(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` to reprocess (required)")
-	fs.StringVar(&req.From, "from", "", "reprocess what was published from this `time`: RFC 3339, or a duration before now (2h); needs the topic's message retention")
-	fs.StringVar(&req.Snapshot, "snapshot", "", "reprocess what this `snapshot` of the pipeline's subscription holds, instead of --from")
-	fs.StringVar(&req.Until, "until", "", "reprocess only what was published before this `time` (RFC 3339 or a duration before now); default: the first start")
+	rangeFlags(fs, "reprocess", "the first start", &req.From, &req.Snapshot, &req.Until)
 	fs.BoolVar(&req.NoRestorePoint, "no-restore-point", false, "take no snapshot of the live subscription first")
 	fs.BoolVar(&req.NoWait, "no-wait", false, "start at once, without waiting for a running live pipeline to finish the range")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "check everything and print the plan; create and change nothing")
@@ -333,9 +332,7 @@ the range again from its start. Progress goes to stderr, the summary to stdout.`
 	path := configFlag(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` to audit (required)")
-	fs.StringVar(&req.From, "from", "", "audit what was published from this `time`: RFC 3339, or a duration before now (2h); needs the topic's message retention")
-	fs.StringVar(&req.Snapshot, "snapshot", "", "audit what this `snapshot` of the pipeline's subscription holds, instead of --from")
-	fs.StringVar(&req.Until, "until", "", "audit only what was published before this `time` (RFC 3339 or a duration before now); default: the start")
+	rangeFlags(fs, "audit", "the start", &req.From, &req.Snapshot, &req.Until)
 	fs.StringVar(&req.Report, "report", "", "write one JSON line per finding, and a summary line, to this `file` (\"-\": stdout)")
 	fs.Float64Var(&req.Rate, "rate", 0, "read at most `N` messages, then rows, per second (0: no cap)")
 	fs.StringVar(&req.HTTPAddr, "http-addr", "", "serve HTTP on this `address` instead of http.addr (\"-\": none), to run beside a live process on one host")
@@ -352,6 +349,65 @@ the range again from its start. Progress goes to stderr, the summary to stdout.`
 			return usageError{"audit: --rate must not be negative", cmd.CommandPath()}
 		}
 		return app.AuditFile(ctx, *path, req, stdout, stderr)
+	}
+	return cmd
+}
+
+// rangeFlags adds the flags of a past range (reprocess, audit, try):
+// --from, --snapshot and --until, their help in the words of command verb;
+// start is what --until defaults to.
+func rangeFlags(fs *pflag.FlagSet, verb, start string, from, snapshot, until *string) {
+	fs.StringVar(from, "from", "", verb+" what was published from this `time`: RFC 3339, or a duration before now (2h); needs the topic's message retention")
+	fs.StringVar(snapshot, "snapshot", "", verb+" what this `snapshot` of the pipeline's subscription holds, instead of --from")
+	fs.StringVar(until, "until", "", verb+" only what was published before this `time` (RFC 3339 or a duration before now); default: "+start)
+}
+
+func tryCommand(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	var req app.TryRequest
+	cmd := &cobra.Command{
+		Use:   "try",
+		Short: "Map a sample of a topic's real messages with the file's mapping, writing nothing",
+		Long: `Reads a sample of a pipeline's topic on a subscription of its own (created for the run, deleted at
+its end, expiring after a day unused if the try is killed): what was published from --from (or a
+snapshot) until the start (or --until), or with --next N the next N messages published. Maps each
+message with this file's mapping, as run would, and prints its outcome and rows; then per column how
+often it was filled or missing (skipped, emptied, deleted by on_missing), the dead-lettered by reason
+and the filtered, and a warning for each column never filled. Writes nothing to Bigtable, publishes no
+dead-letter copy, and acks nothing on the live subscription. Exits 0 (warnings included), 2 when the
+sample is empty (with why) or on bad usage, 3 when stopped (the summary covers what it read).
+--json: one JSON object per message and one for the summary on stdout, the other lines on stderr.`,
+		Args: noArgs,
+	}
+	path := configFlag(cmd.Flags())
+	fs := cmd.Flags()
+	fs.StringVar(&req.Pipeline, "pipeline", "", "the `pipeline` whose topic and mapping to try (required)")
+	rangeFlags(fs, "try", "the start", &req.From, &req.Snapshot, &req.Until)
+	fs.IntVar(&req.Next, "next", 0, "try the next `N` messages published from the start, instead of --from (for a topic without retention)")
+	fs.IntVar(&req.Limit, "limit", app.DefaultTryLimit, "with --from or --snapshot, stop once the sample has `N` messages")
+	fs.BoolVar(&req.JSON, "json", false, "print one JSON object per message, and the summary as one, to stdout")
+	fs.DurationVar(&req.Idle, "idle", app.DefaultTryIdle, "end the read once no message arrived for this `duration`")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		given := 0
+		for _, f := range []string{"from", "snapshot", "next"} {
+			if fs.Changed(f) {
+				given++
+			}
+		}
+		switch {
+		case req.Pipeline == "":
+			return usageError{"try: --pipeline is required", cmd.CommandPath()}
+		case given != 1:
+			return usageError{"try: give exactly one of --from, --snapshot and --next", cmd.CommandPath()}
+		case fs.Changed("next") && req.Next <= 0:
+			return usageError{"try: --next must be positive", cmd.CommandPath()}
+		case fs.Changed("next") && (req.Until != "" || fs.Changed("limit")):
+			return usageError{"try: --next N takes the next N messages: --until and --limit go with --from or --snapshot", cmd.CommandPath()}
+		case req.Limit <= 0:
+			return usageError{"try: --limit must be positive", cmd.CommandPath()}
+		case req.Idle <= 0:
+			return usageError{"try: --idle must be positive", cmd.CommandPath()}
+		}
+		return app.TryFile(ctx, *path, req, stdout, stderr)
 	}
 	return cmd
 }

@@ -23,7 +23,7 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // a runtime failure
 	exitUsage   = 2 // bad configuration or usage
-	exitStopped = 3 // a reprocess or an audit stopped before it was done
+	exitStopped = 3 // a reprocess, an audit or a try stopped before it was done
 	exitFound   = 4 // an audit found something missing or doubled
 )
 
@@ -59,7 +59,7 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitOK
 	case errors.As(err, &ce), errors.As(err, &ue):
 		code = exitUsage
-	case errors.Is(err, app.ErrReprocessStopped), errors.Is(err, app.ErrAuditStopped):
+	case errors.Is(err, app.ErrReprocessStopped), errors.Is(err, app.ErrAuditStopped), errors.Is(err, app.ErrTryStopped):
 		return exitStopped // the command printed it
 	case errors.Is(err, app.ErrAuditFindings):
 		return exitFound // the summary said it

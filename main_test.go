@@ -64,6 +64,13 @@ func TestExitCodes(t *testing.T) {
 		{"the examples validate", []string{"validate", "-c", "examples.yaml"}, exitOK, "ok (3 pipelines)"},
 		{"validate refuses a dead-letter file in a missing directory", []string{"validate", "-c", noDir}, exitUsage, "pipelines[0].dead_letter.file: directory"},
 		{"reprocess refuses a negative --rate", []string{"reprocess", "-c", good, "--pipeline", "p", "--from", "1h", "--rate", "-1"}, exitUsage, "reprocess: --rate must not be negative"},
+		{"try without --pipeline is a usage error", []string{"try", "-c", good, "--next", "5"}, exitUsage, "try: --pipeline is required"},
+		{"try without a range is a usage error", []string{"try", "-c", good, "--pipeline", "a"}, exitUsage, "try: give exactly one of --from, --snapshot and --next"},
+		{"try with --from and --next is a usage error", []string{"try", "-c", good, "--pipeline", "a", "--from", "1h", "--next", "5"}, exitUsage, "try: give exactly one of --from, --snapshot and --next"},
+		{"try refuses --next 0", []string{"try", "-c", good, "--pipeline", "a", "--next", "0"}, exitUsage, "try: --next must be positive"},
+		{"try refuses --limit with --next", []string{"try", "-c", good, "--pipeline", "a", "--next", "5", "--limit", "3"}, exitUsage, "try: --next N takes the next N messages: --until and --limit go with --from or --snapshot"},
+		{"try refuses --limit 0", []string{"try", "-c", good, "--pipeline", "a", "--from", "1h", "--limit", "0"}, exitUsage, "try: --limit must be positive"},
+		{"try refuses a bad --from as audit does", []string{"try", "-c", good, "--pipeline", "a", "--from", "yesterday"}, exitUsage, `try: --from "yesterday" is neither an RFC 3339 time`},
 		{"audit refuses a negative --rate", []string{"audit", "-c", good, "--pipeline", "p", "--from", "1h", "--rate", "-1"}, exitUsage, "audit: --rate must not be negative"},
 	}
 	for _, c := range cases {

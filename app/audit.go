@@ -11,13 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/pubsink/pubsink/audit"
 	"github.com/pubsink/pubsink/config"
@@ -270,26 +265,15 @@ func runAudit(ctx context.Context, log *zap.Logger, cfg *config.Config, req Audi
 
 	// A subscription of that name exists (another audit's): never joined,
 	// the audit takes a new stamp.
-	sub := run.subscription
-	for tries := 1; ; tries++ {
-		err := createAuditSubscription(ctx, ps, liveSub, sub, rf)
-		if err == nil {
-			break
-		}
-		if status.Code(err) != codes.AlreadyExists || tries == 5 {
-			return err
-		}
-		stamp = reprocess.Stamp(start)
-		name, sub = pc.Name+"~a"+stamp, live+"-audit-"+stamp
-		run.rename(name, sub)
+	own := ownSubscription{command: "audit", live: liveSub}
+	sub, err := own.create(ctx, ps, rf, stamp, start, func(stamp string) {
+		name = pc.Name + "~a" + stamp
+		run.rename(name, own.name(stamp))
+	})
+	if err != nil {
+		return err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := ps.SubscriptionAdminClient.DeleteSubscription(dctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: sub}); err != nil && status.Code(err) != codes.NotFound {
-			log.Warn("could not delete the audit's subscription; it expires after a day unused", zap.String("subscription", sub), zap.Error(err))
-		}
-	}()
+	defer own.delete(ctx, log, ps, sub)
 	fmt.Fprintf(out, "audit %s: reading %s of pipeline %s on %s\n", name, describeAuditRange(rf, until), pc.Name, sub)
 
 	// The read pass.
@@ -406,32 +390,6 @@ func openReport(path string) (io.Writer, func(), error) {
 		return nil, nil, &ConfigError{fmt.Errorf("audit: --report: %w", err)}
 	}
 	return f, func() { f.Close() }, nil
-}
-
-// createAuditSubscription creates the audit's subscription on the live
-// topic, with the live subscription's ack deadline and retry policy,
-// expiring after a day unused (a killed audit's goes by itself), and seeks
-// it to the range's start.
-func createAuditSubscription(ctx context.Context, ps *pubsub.Client, liveSub *pubsubpb.Subscription, name string, rf rangeFlags) error {
-	_, err := ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-		Name: name, Topic: liveSub.GetTopic(), AckDeadlineSeconds: liveSub.GetAckDeadlineSeconds(),
-		RetryPolicy:      liveSub.GetRetryPolicy(),
-		ExpirationPolicy: &pubsubpb.ExpirationPolicy{Ttl: durationpb.New(24 * time.Hour)},
-		Labels:           map[string]string{"pubsink-audit": "true"},
-	})
-	if err != nil {
-		return fmt.Errorf("audit: create the audit's subscription %s: %w", name, err)
-	}
-	seek := &pubsubpb.SeekRequest{Subscription: name}
-	if rf.snapshot != "" {
-		seek.Target = &pubsubpb.SeekRequest_Snapshot{Snapshot: rf.snapshot}
-	} else {
-		seek.Target = &pubsubpb.SeekRequest_Time{Time: timestamppb.New(rf.from)}
-	}
-	if _, err := ps.SubscriptionAdminClient.Seek(ctx, seek); err != nil {
-		return fmt.Errorf("audit: seek the audit's subscription %s: %w", name, err)
-	}
-	return nil
 }
 
 // describeAuditRange is the range in the audit's lines.

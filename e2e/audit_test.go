@@ -258,7 +258,11 @@ func TestAuditFindsExactlyWhatWasDamaged(t *testing.T) {
 
 // auditSubscriptions lists the subscriptions of the test topic an audit
 // made.
-func (e *env) auditSubscriptions() []string {
+func (e *env) auditSubscriptions() []string { return e.ownSubscriptions("audit") }
+
+// ownSubscriptions lists the subscriptions of the test topic that a
+// command (audit, try) made, named SUBSCRIPTION-COMMAND-STAMP.
+func (e *env) ownSubscriptions(command string) []string {
 	e.t.Helper()
 	var out []string
 	it := e.pubsub.TopicAdminClient.ListTopicSubscriptions(context.Background(), &pubsubpb.ListTopicSubscriptionsRequest{Topic: "projects/" + project + "/topics/" + e.topic})
@@ -270,7 +274,7 @@ func (e *env) auditSubscriptions() []string {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if strings.Contains(s, "-audit-") {
+		if strings.Contains(s, "-"+command+"-") {
 			out = append(out, s)
 		}
 	}

@@ -49,8 +49,18 @@ func (e *env) startReprocess(path string, args ...string) *reprocessRun {
 // (reprocess, audit): a command that ends by itself.
 func (e *env) startJob(command, path string, args ...string) *reprocessRun {
 	e.t.Helper()
-	r := &reprocessRun{addr: "127.0.0.1:" + freePort(e.t), done: make(chan struct{})}
-	r.cmd = exec.Command(binary, append([]string{command, "--config", path, "--http-addr", r.addr}, args...)...)
+	addr := "127.0.0.1:" + freePort(e.t)
+	r := e.startCommand(append([]string{command, "--config", path, "--http-addr", addr}, args...)...)
+	r.addr = addr
+	return r
+}
+
+// startCommand starts `pubsink args...` on the emulators, in the
+// background; the test's end kills it if it still runs.
+func (e *env) startCommand(args ...string) *reprocessRun {
+	e.t.Helper()
+	r := &reprocessRun{done: make(chan struct{})}
+	r.cmd = exec.Command(binary, args...)
 	r.cmd.Env = append(append(os.Environ(), e.ps.Env()...), e.bt.Env()...)
 	r.cmd.Stdout, r.cmd.Stderr = &syncWriter{w: &r.out}, &syncWriter{w: &r.log}
 	if err := r.cmd.Start(); err != nil {
