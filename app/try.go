@@ -294,7 +294,6 @@ func stoppedOr(ctx context.Context, err error) error {
 type trySample struct {
 	pipeline config.Pipeline
 	columns  []mapping.Column
-	byCell   map[cellKey]int // a row's cell → its column's index
 	size     int
 	idle     time.Duration // --idle, for the summary
 	text     io.Writer     // the messages' and summary's lines
@@ -311,10 +310,6 @@ type trySample struct {
 	counts   []columnCounts // by index in columns
 }
 
-// cellKey names a column as a row's cell does: its row's table and family,
-// its qualifier.
-type cellKey struct{ table, family, name string }
-
 // columnCounts is what the sample made of one column.
 type columnCounts struct {
 	Filled  int `json:"filled"`
@@ -325,13 +320,7 @@ type columnCounts struct {
 
 func newTrySample(pc *config.Pipeline, columns []mapping.Column, size int, idle time.Duration, text, out io.Writer, json bool) *trySample {
 	s := &trySample{pipeline: *pc, columns: columns, size: size, idle: idle, text: text, out: out, json: json,
-		byCell: map[cellKey]int{}, dead: map[deadletter.Reason]int{}, counts: make([]columnCounts, len(columns))}
-	for i, c := range columns {
-		k := cellKey{c.Table, c.Family, c.Name}
-		if _, ok := s.byCell[k]; !ok {
-			s.byCell[k] = i
-		}
-	}
+		dead: map[deadletter.Reason]int{}, counts: make([]columnCounts, len(columns))}
 	return s
 }
 
@@ -430,16 +419,11 @@ func (s *trySample) add(msg *source.Message, r *mapping.Result, bad *mapping.Bad
 	return s.messages >= s.size
 }
 
-// count adds the columns of r's rows: a cell is its column filled, unless
-// r missed that column by policy (an emptied column has an empty cell).
+// count adds the columns of r's rows: the cells that hold a value
+// (mapping.Result.Filled), and the values r missed by policy.
 func (s *trySample) count(r *mapping.Result) {
-	filled := map[int]int{}
-	for _, row := range r.Rows {
-		for _, c := range row.Cells {
-			if i, ok := s.byCell[cellKey{row.Table, row.Family, c.Column}]; ok {
-				filled[i]++
-			}
-		}
+	for i, col := range s.columns {
+		s.counts[i].Filled += r.Filled(i, col)
 	}
 	for _, i := range r.MissingColumns {
 		c := &s.counts[i]
@@ -448,13 +432,9 @@ func (s *trySample) count(r *mapping.Result) {
 			c.Skipped++
 		case config.MissingEmpty:
 			c.Emptied++
-			filled[int(i)]--
 		case config.MissingDelete:
 			c.Deleted++
 		}
-	}
-	for i, n := range filled {
-		s.counts[i].Filled += max(n, 0)
 	}
 }
 

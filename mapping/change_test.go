@@ -572,12 +572,13 @@ func TestMissingColumnsNameEachColumnMissedByItsPolicy(t *testing.T) {
 		t.Fatalf("Columns()\n%q\nwant\n%q", got, want)
 	}
 	for _, c := range []struct {
-		data string
-		want []uint16
+		data   string
+		want   []uint16
+		filled []int // Filled of each column: an emptied cell is no value
 	}{
-		{`{"id": 1, "first_name": "Ada", "last_name": "L", "items": [{"id": 1, "v": "x"}]}`, []uint16{1}},
-		{`{"id": 1, "first_name": null, "last_name": "L", "items": [{"id": 1}, {"id": 2, "v": "y"}, {"id": 3}]}`, []uint16{0, 1, 2, 2}},
-		{`{"id": 1, "first_name": "Ada", "lastname": "L", "items": []}`, nil},
+		{`{"id": 1, "first_name": "Ada", "last_name": "L", "items": [{"id": 1, "v": "x"}]}`, []uint16{1}, []int{1, 0, 1}},
+		{`{"id": 1, "first_name": null, "last_name": "L", "items": [{"id": 1}, {"id": 2, "v": "y"}, {"id": 3}]}`, []uint16{0, 1, 2, 2}, []int{0, 0, 1}},
+		{`{"id": 1, "first_name": "Ada", "lastname": "L", "items": []}`, nil, []int{1, 1, 0}},
 	} {
 		r, err := mapJSON(m, c.data, nil)
 		if err != nil {
@@ -585,6 +586,11 @@ func TestMissingColumnsNameEachColumnMissedByItsPolicy(t *testing.T) {
 		}
 		if !reflect.DeepEqual(r.MissingColumns, c.want) {
 			t.Errorf("%s: MissingColumns %v, want %v", c.data, r.MissingColumns, c.want)
+		}
+		for i, col := range m.Columns() {
+			if got := r.Filled(i, col); got != c.filled[i] {
+				t.Errorf("%s: Filled(%s) = %d, want %d", c.data, col.Key, got, c.filled[i])
+			}
 		}
 	}
 }

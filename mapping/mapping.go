@@ -209,6 +209,33 @@ type Column struct {
 // column's index in Result.MissingColumns is a uint16.
 const maxColumns = 1<<16 - 1
 
+// Filled counts the cells of column c (the i-th of Columns) that r's rows
+// hold with a value: those in rows of c's table and family with c's
+// qualifier, less the empty cells its on_missing: empty policy made for
+// the rows that missed it. 0 when the message filled the column nowhere.
+func (r *Result) Filled(i int, c Column) int {
+	n := 0
+	for j := range r.Rows {
+		row := &r.Rows[j]
+		if row.Table != c.Table || row.Family != c.Family {
+			continue
+		}
+		for k := range row.Cells {
+			if row.Cells[k].Column == c.Name {
+				n++
+			}
+		}
+	}
+	if n > 0 && c.OnMissing == config.MissingEmpty {
+		for _, m := range r.MissingColumns {
+			if int(m) == i {
+				n--
+			}
+		}
+	}
+	return n
+}
+
 // Columns lists every column of the pipeline's mappings, in mapping order
 // and by name within a mapping: Result.MissingColumns indexes it. The
 // slice is the Mapper's; do not change it.

@@ -81,16 +81,11 @@ type columnWatch struct {
 type watchedColumn struct {
 	mapping.Column
 	gauge prometheus.Gauge // nil: not followed (dead_letter)
-	// empty: a missed value still has a cell (on_missing: empty), which
-	// a fill must outnumber.
-	empty bool
 
 	ep     ColumnWarning // Since is zero while no episode is on
 	warned bool
-	// seen is the seq of the last message that missed the column, missed
-	// how many of its rows did.
-	seen   uint64
-	missed int
+	// seen is the seq of the last message that missed the column.
+	seen uint64
 }
 
 // newColumnWatch returns the watch of columns, nil when none has a policy
@@ -111,7 +106,6 @@ func newColumnWatch(after time.Duration, now func() time.Time, log *zap.Logger, 
 			continue
 		}
 		followed = true
-		w.cols[i].empty = c.OnMissing == config.MissingEmpty
 		w.cols[i].gauge = m.ColumnNeverFilled(c.Key)
 		w.cols[i].gauge.Set(0)
 	}
@@ -148,11 +142,7 @@ func (w *columnWatch) update(r *mapping.Result) {
 		if int(i) >= len(w.cols) || w.cols[i].gauge == nil {
 			continue
 		}
-		c := &w.cols[i]
-		if c.seen != w.seq {
-			c.seen, c.missed = w.seq, 0
-		}
-		c.missed++
+		w.cols[i].seen = w.seq
 	}
 	for i := range w.cols {
 		c := &w.cols[i]
@@ -160,7 +150,7 @@ func (w *columnWatch) update(r *mapping.Result) {
 		if c.gauge == nil || (!missed && c.ep.Since.IsZero()) {
 			continue
 		}
-		if filled(r, c, missed) {
+		if r.Filled(i, c.Column) > 0 {
 			if c.ep.Since.IsZero() {
 				continue
 			}
@@ -196,28 +186,6 @@ func (w *columnWatch) update(r *mapping.Result) {
 				zap.Time("since", l.ep.Since), zap.Int64("messages", l.ep.Messages))
 		}
 	}
-}
-
-// filled reports whether r holds a value of c: a cell of c's qualifier in
-// a row of c's table and family, beyond the empty cells its missed values
-// made (on_missing: empty).
-func filled(r *mapping.Result, c *watchedColumn, missed bool) bool {
-	cells := 0
-	for i := range r.Rows {
-		row := &r.Rows[i]
-		if row.Table != c.Table || row.Family != c.Family {
-			continue
-		}
-		for j := range row.Cells {
-			if row.Cells[j].Column == c.Name {
-				cells++
-			}
-		}
-	}
-	if missed && c.empty {
-		return cells > c.missed
-	}
-	return cells > 0
 }
 
 // warnings returns the columns warned, in Columns order; nil when none is.
