@@ -20,34 +20,24 @@ import (
 
 	"github.com/pubsink/pubsink/config"
 	"github.com/pubsink/pubsink/internal/state"
+	"github.com/pubsink/pubsink/setupplan"
 )
 
-// ackDeadlineSeconds is the ack deadline of the subscriptions setup
-// creates. The client extends leases anyway; 60 s (rather than Pub/Sub's
-// 10 s default) spares extension calls for messages that wait in a batch,
-// and bounds how long a crashed process holds its messages.
-const ackDeadlineSeconds = 60
+// The ack deadlines and the retry policy of the subscriptions setup
+// creates, as setupplan decides them (the reasons are there).
+const (
+	ackDeadlineSeconds         = int32(setupplan.AckDeadline / time.Second)
+	trackingAckDeadlineSeconds = int32(setupplan.TrackingAckDeadline / time.Second)
+)
 
-// trackingAckDeadlineSeconds is the ack deadline setup gives a tracking
-// subscription: Pub/Sub's minimum. Its reader acks each batch within
-// milliseconds and extends no lease, and the deadline is how long the
-// messages of a Pull whose answer was lost stay out of sight, which the
-// watermark waits for after a failed pull, a restart or a change of
-// leader (app: the tracker's lease is the longer of it and 15 s).
-const trackingAckDeadlineSeconds = 10
+var redeliveryPolicy = retryPolicy(&setupplan.Redelivery)
 
-// redeliveryPolicy is the retry policy setup gives a pipeline's main
-// subscription. Without one, Pub/Sub redelivers a nacked message at once:
-// a poison message with no dead-letter output, or one whose output keeps
-// failing, would loop as fast as the pipeline nacks it. With it, the n-th
-// redelivery of a message waits about 2^(n-1) s, up to 5 s. The maximum is
-// short because it adds to how long a message leased to a crashed process
-// or a broken stream can stay out of sight, which the watermark's guards
-// wait for (run reads it from the subscription). The tracking
-// subscription, which nacks nothing, gets none.
-var redeliveryPolicy = &pubsubpb.RetryPolicy{
-	MinimumBackoff: durationpb.New(time.Second),
-	MaximumBackoff: durationpb.New(5 * time.Second),
+// retryPolicy is Pub/Sub's retry policy for b (nil: none).
+func retryPolicy(b *setupplan.Backoff) *pubsubpb.RetryPolicy {
+	if b == nil {
+		return nil
+	}
+	return &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(b.Min), MaximumBackoff: durationpb.New(b.Max)}
 }
 
 // Admin opens a Bigtable admin client for an instance.
@@ -61,18 +51,24 @@ type Admin func(ctx context.Context, instance string) (*bigtable.AdminClient, er
 func Setup(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admin, out io.Writer) error {
 	s := &setup{cfg: cfg, ps: ps, admin: admin, out: out, admins: map[string]*bigtable.AdminClient{}}
 	defer s.close()
+	return s.apply(ctx, setupplan.New(cfg))
+}
+
+// apply sets up every object of plan, in its order: what setupplan decided
+// is what is created, or compared with what exists.
+func (s *setup) apply(ctx context.Context, plan *setupplan.Plan) error {
 	var errs []error
-	for _, p := range cfg.Pipelines {
-		if err := s.pipeline(ctx, p); err != nil {
+	for _, p := range plan.Pipelines {
+		err := p.Err
+		if err == nil {
+			err = s.pipeline(ctx, p)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("pipeline %s: %w", p.Name, err))
 		}
 	}
-	if s.needsState() {
-		var fams []family
-		for _, f := range state.Families(s.maxWindow()) {
-			fams = append(fams, family{Family: f})
-		}
-		if err := s.table(ctx, cfg.State.Instance, cfg.State.Table, fams); err != nil {
+	if t := plan.State; t != nil {
+		if err := s.table(ctx, *t); err != nil {
 			errs = append(errs, fmt.Errorf("state table: %w", err))
 		}
 	}
@@ -88,12 +84,9 @@ type setup struct {
 	admins       map[string]*bigtable.AdminClient
 }
 
-func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
-	src := p.Source
-	var topic string
-	if src.Topic != "" {
-		topic = s.cfg.TopicName(src.Topic)
-		if err := s.sourceTopic(ctx, topic, src.TopicMessageRetention, p.Payload); err != nil {
+func (s *setup) pipeline(ctx context.Context, p setupplan.Pipeline) (err error) {
+	if p.Topic != nil {
+		if err := s.sourceTopic(ctx, *p.Topic); err != nil {
 			return err
 		}
 	}
@@ -101,66 +94,26 @@ func (s *setup) pipeline(ctx context.Context, p config.Pipeline) (err error) {
 	// asks for fails the pipeline, after the rest of it is set up.
 	var unordered error
 	defer func() { err = errors.Join(unordered, err) }()
-	ordering := src.Ordering
-	if err := s.subscription(ctx, s.cfg.SubscriptionName(src.Subscription), topic, subSpec{retry: redeliveryPolicy, ordering: &ordering}); errors.As(err, new(*orderingError)) {
+	if err := s.subscription(ctx, p.Subscription); errors.As(err, new(*orderingError)) {
 		unordered = err
 	} else if err != nil {
 		return err
 	}
-	if src.TrackingSubscription != "" {
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(src.TrackingSubscription), topic, subSpec{ackDeadline: trackingAckDeadlineSeconds}); err != nil {
+	if p.Tracking != nil {
+		if err := s.subscription(ctx, *p.Tracking); err != nil {
 			return err
 		}
 	}
-	if dl := p.DeadLetter; dl.Topic != "" {
-		t := s.cfg.TopicName(dl.Topic)
-		if err := s.topic(ctx, t, 0, nil); err != nil {
+	if p.DeadLetterTopic != nil {
+		if err := s.topic(ctx, p.DeadLetterTopic.Name, p.DeadLetterTopic.Retention, nil); err != nil {
 			return err
 		}
-		// Pub/Sub drops what is published to a topic without subscriptions:
-		// the dead-letter topic gets one, which replay reads.
-		if err := s.subscription(ctx, s.cfg.SubscriptionName(p.DeadLetter.Subscription), t, subSpec{}); err != nil {
+		if err := s.subscription(ctx, *p.DeadLetterSubscription); err != nil {
 			return err
 		}
 	}
-	if p.Sink.Type == config.SinkBigtable {
-		// Every table the mappings write, with the families they name, in
-		// the order the mappings name them.
-		var tables []string
-		families := map[string][]family{}
-		for _, m := range p.Sink.AllMappings() {
-			if _, seen := families[m.Table]; !seen {
-				tables = append(tables, m.Table)
-			}
-			f := family{Family: state.Family{Name: m.ColumnFamily}} // no GC rule: every version is kept, so a duplicate write would show
-			if !slices.Contains(families[m.Table], f) {
-				families[m.Table] = append(families[m.Table], f)
-			}
-		}
-		// A table that a change mapping writes holds its tombstones in a
-		// family of their own, collected after sink.tombstone_retention.
-		// (Validation refuses a tombstone family that is a mapping's.)
-		for _, t := range p.Sink.ChangeTables() {
-			if p.Sink.TombstoneFamily == "" || p.Sink.TombstoneRetention <= 0 { // a config built without its defaults: no rule that collects at once
-				return fmt.Errorf("table %s is written by a change mapping, but sink.tombstone_family is %q and sink.tombstone_retention %v", t, p.Sink.TombstoneFamily, p.Sink.TombstoneRetention)
-			}
-			if slices.ContainsFunc(families[t], func(f family) bool { return f.Name == p.Sink.TombstoneFamily }) {
-				continue
-			}
-			families[t] = append(families[t], family{
-				Family:  state.Family{Name: p.Sink.TombstoneFamily, GC: bigtable.MaxAgePolicy(p.Sink.TombstoneRetention)},
-				setting: "sink.tombstone_retention",
-			})
-		}
-		for _, t := range tables {
-			if err := s.table(ctx, p.Sink.Instance, t, families[t]); err != nil {
-				return err
-			}
-		}
-	}
-	if dl := p.DeadLetter; dl.BigtableTable != "" {
-		fam := []family{{Family: state.Family{Name: state.FamilyDeadLetter}}}
-		if err := s.table(ctx, s.cfg.State.Instance, dl.BigtableTable, fam); err != nil {
+	for _, t := range p.Tables {
+		if err := s.table(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -208,18 +161,6 @@ func (s *setup) topic(ctx context.Context, name string, retention time.Duration,
 	return nil
 }
 
-// subSpec is what setup gives a subscription it creates: a retry policy
-// (nil: none), an ack deadline in seconds (0: ackDeadlineSeconds; set, it
-// is also the longest setup lets an existing one keep without a note), and
-// message ordering (nil: none, and an existing one's is not looked at;
-// set, source.ordering of a main subscription, which an existing one's is
-// checked against).
-type subSpec struct {
-	retry       *pubsubpb.RetryPolicy
-	ackDeadline int32
-	ordering    *bool
-}
-
 // orderingError is an existing main subscription without the message
 // ordering that source.ordering asks for, which Pub/Sub cannot add to it
 // and run refuses.
@@ -245,16 +186,18 @@ func (s *setup) widenRetention(ctx context.Context, name string, have, want time
 	return nil
 }
 
-// subscription creates sub on topic as spec says, or checks that an
-// existing sub is attached to topic; it leaves an existing sub's retry
+// subscription creates sp.Name on sp.Topic as sp says, or checks that an
+// existing one is attached to sp.Topic; it leaves an existing one's retry
 // policy, ack deadline and message ordering as they are, and says when it
-// lacks the policy, has a longer deadline than it would have been given or
-// orders messages unasked. An existing sub without the message ordering
-// spec asks for is an *orderingError. With no topic configured, sub must
-// exist already.
-func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpec) error {
-	retry := spec.retry
-	ordering := spec.ordering != nil && *spec.ordering
+// lacks the policy, has a longer deadline than it would have been given
+// (sp.CheckAckDeadline) or orders messages unasked. An existing one
+// without the message ordering sp asks for (sp.CheckOrdering) is an
+// *orderingError. With no topic configured, it must exist already.
+func (s *setup) subscription(ctx context.Context, sp setupplan.Subscription) error {
+	sub, topic := sp.Name, sp.Topic
+	retry := retryPolicy(sp.Retry)
+	ordering := sp.Ordering
+	deadline := int32(sp.AckDeadline / time.Second)
 	got, err := s.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: sub})
 	switch {
 	case err == nil:
@@ -263,7 +206,7 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpe
 		}
 		s.say("subscription %s exists", sub)
 		var unordered error
-		if spec.ordering != nil && got.EnableMessageOrdering != ordering {
+		if sp.CheckOrdering && got.EnableMessageOrdering != ordering {
 			if ordering {
 				unordered = &orderingError{fmt.Errorf("subscription %s has no message ordering, and source.ordering is true (run refuses it); Pub/Sub cannot add ordering to an existing subscription: create a new one, gcloud pubsub subscriptions create NEW --topic=%s --enable-message-ordering, and name it in source.subscription, or set source.ordering to false", sub, got.Topic)}
 			} else {
@@ -274,19 +217,15 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpe
 			s.say("  note: it has no retry policy, so a nacked message comes back at once; pubsink's is a backoff of %v to %v (docs/reference.md, \"What setup creates\")",
 				retry.MinimumBackoff.AsDuration(), retry.MaximumBackoff.AsDuration())
 		}
-		if spec.ackDeadline > 0 && got.AckDeadlineSeconds > spec.ackDeadline {
+		if sp.CheckAckDeadline && got.AckDeadlineSeconds > deadline {
 			s.say("  note: its ack deadline is %d s; after a failed pull, a restart or a new leader the watermark holds that long, where %d s would do (gcloud pubsub subscriptions update %s --ack-deadline=%d)",
-				got.AckDeadlineSeconds, spec.ackDeadline, sub, spec.ackDeadline)
+				got.AckDeadlineSeconds, deadline, sub, deadline)
 		}
 		return unordered
 	case status.Code(err) != codes.NotFound:
 		return fmt.Errorf("get subscription %s: %w", sub, err)
 	case topic == "":
 		return fmt.Errorf("subscription %s does not exist, and source.topic is not set to create it on", sub)
-	}
-	deadline := spec.ackDeadline
-	if deadline == 0 {
-		deadline = ackDeadlineSeconds
 	}
 	_, err = s.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:                  sub,
@@ -306,16 +245,10 @@ func (s *setup) subscription(ctx context.Context, sub, topic string, spec subSpe
 	return nil
 }
 
-// family is a column family setup creates. setting, when set, names the
-// key of its max-age rule: an existing family whose rule is not a max age
-// is then reported (and left as it is).
-type family struct {
-	state.Family
-	setting string
-}
-
-// table creates table with families, or adds the families it lacks.
-func (s *setup) table(ctx context.Context, instance, table string, families []family) error {
+// table creates t with its families, or adds the families it lacks and
+// widens their rules (widen).
+func (s *setup) table(ctx context.Context, t setupplan.Table) error {
+	instance, table := t.Instance, t.Name
 	ac, err := s.adminFor(ctx, instance)
 	if err != nil {
 		return err
@@ -332,7 +265,7 @@ func (s *setup) table(ctx context.Context, instance, table string, families []fa
 	} else {
 		s.say("table %s exists in instance %s", table, instance)
 	}
-	for _, f := range families {
+	for _, f := range t.Families {
 		if slices.Contains(info.Families, f.Name) {
 			if err := s.widen(ctx, ac, table, info, f); err != nil {
 				return err
@@ -347,7 +280,7 @@ func (s *setup) table(ctx context.Context, instance, table string, families []fa
 				return fmt.Errorf("set GC rule of %s:%s: %w", table, f.Name, err)
 			}
 		}
-		if f.setting != "" {
+		if f.Setting != "" {
 			s.say("created column family %s:%s (GC rule %s)", table, f.Name, f.GC)
 		} else {
 			s.say("created column family %s:%s", table, f.Name)
@@ -364,7 +297,7 @@ func (s *setup) table(ctx context.Context, instance, table string, families []fa
 // their window until they expire; tombstones kept longer only cover
 // longer), and so is a rule that is not a max age, which is reported for a
 // family with a setting.
-func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table string, info *bigtable.TableInfo, f family) error {
+func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table string, info *bigtable.TableInfo, f setupplan.Family) error {
 	want, ok := state.MaxAge(f.GC)
 	if !ok {
 		return nil
@@ -374,13 +307,13 @@ func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table strin
 			continue
 		}
 		have, ok := state.MaxAge(fi.FullGCPolicy)
-		if !ok && f.setting != "" {
+		if !ok && f.Setting != "" {
 			rule := "it has no GC rule"
 			if r := fi.FullGCPolicy.String(); r != "" {
 				rule = "its GC rule is " + r + ", not a max age"
 			}
 			s.say("column family %s:%s exists\n  note: %s; setup leaves it as it is (%s asks for %s: the tombstones of deletes must outlive any older change that can still arrive)",
-				table, f.Name, rule, f.setting, f.GC)
+				table, f.Name, rule, f.Setting, f.GC)
 			return nil
 		}
 		if !ok || have >= want {
@@ -404,23 +337,6 @@ func (s *setup) adminFor(ctx context.Context, instance string) (*bigtable.AdminC
 	}
 	s.admins[instance] = ac
 	return ac, nil
-}
-
-func (s *setup) needsState() bool {
-	for _, p := range s.cfg.Pipelines {
-		if p.ExactlyOnce() || p.Source.TrackingSubscription != "" {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *setup) maxWindow() time.Duration {
-	var w time.Duration
-	for _, p := range s.cfg.Pipelines {
-		w = max(w, p.Dedupe.Window)
-	}
-	return w
 }
 
 func (s *setup) say(format string, args ...any) { fmt.Fprintf(s.out, format+"\n", args...) }
