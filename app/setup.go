@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/bigtable"
@@ -82,6 +81,17 @@ type setup struct {
 	admin        Admin
 	out          io.Writer
 	admins       map[string]*bigtable.AdminClient
+
+	// dry is set for setup --plan: nothing is created or changed, and
+	// what would be is said ("would create …", "would widen …"); what
+	// setup would refuse is said as drift, with its fix, not returned.
+	dry bool
+	// status is, in a plan, what would happen to each object that does
+	// not simply exist, by key ("topic NAME", "family INSTANCE/TABLE:F").
+	status map[string]string
+	// creates, widens and drifts count the plan's objects by what would
+	// happen to them.
+	creates, widens, drifts int
 }
 
 func (s *setup) pipeline(ctx context.Context, p setupplan.Pipeline) (err error) {
@@ -126,22 +136,22 @@ func (s *setup) pipeline(ctx context.Context, p setupplan.Pipeline) (err error) 
 // retention.
 func (s *setup) topic(ctx context.Context, name string, retention time.Duration, schema *pubsubpb.SchemaSettings) error {
 	t := &pubsubpb.Topic{Name: name, SchemaSettings: schema}
-	var what []string
+	var schemaName, encoding string
 	if schema != nil {
-		what = append(what, fmt.Sprintf("schema %s, encoding %s", schema.Schema, schema.Encoding))
+		schemaName, encoding = schema.Schema, schema.Encoding.String()
 	}
 	if retention > 0 {
 		t.MessageRetentionDuration = durationpb.New(retention)
-		what = append(what, fmt.Sprintf("message retention %v", retention))
 	}
-	_, err := s.ps.TopicAdminClient.CreateTopic(ctx, t)
+	var err error
+	if s.dry {
+		err = s.exists(s.ps.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name}))
+	} else {
+		_, err = s.ps.TopicAdminClient.CreateTopic(ctx, t)
+	}
 	switch status.Code(err) {
 	case codes.OK:
-		if len(what) > 0 {
-			s.say("created topic %s (%s)", name, strings.Join(what, "; "))
-		} else {
-			s.say("created topic %s", name)
-		}
+		s.created("topic "+name, setupplan.DescribeTopic(name, retention, schemaName, encoding))
 	case codes.AlreadyExists:
 		if retention <= 0 {
 			s.say("topic %s exists", name)
@@ -161,6 +171,18 @@ func (s *setup) topic(ctx context.Context, name string, retention time.Duration,
 	return nil
 }
 
+// exists turns the answer of a Get into that of a Create, for a plan: an
+// object found is AlreadyExists, one not found is created (nil).
+func (s *setup) exists(_ any, err error) error {
+	switch status.Code(err) {
+	case codes.OK:
+		return status.Error(codes.AlreadyExists, "exists")
+	case codes.NotFound:
+		return nil
+	}
+	return err
+}
+
 // orderingError is an existing main subscription without the message
 // ordering that source.ordering asks for, which Pub/Sub cannot add to it
 // and run refuses.
@@ -170,6 +192,14 @@ type orderingError struct{ error }
 // want. Pub/Sub retains from now on only: what was published before stays
 // out of reach of a reprocess --from, which the note says.
 func (s *setup) widenRetention(ctx context.Context, name string, have, want time.Duration) error {
+	from := "none"
+	if have > 0 {
+		from = have.String()
+	}
+	if s.dry {
+		s.widened("topic "+name, fmt.Sprintf("topic %s exists: would widen its message retention from %s to %v", name, from, want))
+		return nil
+	}
 	_, err := s.ps.TopicAdminClient.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{
 		Topic:      &pubsubpb.Topic{Name: name, MessageRetentionDuration: durationpb.New(want)},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"message_retention_duration"}},
@@ -177,10 +207,6 @@ func (s *setup) widenRetention(ctx context.Context, name string, have, want time
 	if err != nil {
 		return fmt.Errorf("topic %s retains messages for %v, less than source.topic_message_retention %v, and setup could not widen it: %w; "+
 			"widen it with `gcloud pubsub topics update %s --message-retention-duration=%ds`", name, have, want, err, name, int64(want.Seconds()))
-	}
-	from := "none"
-	if have > 0 {
-		from = have.String()
 	}
 	s.say("topic %s exists: widened its message retention from %s to %v\n  note: Pub/Sub retains only messages published from now on, so reprocess and audit --from cannot reach before now; the emulator gives a subscription created after this change no history at all (to try them locally, create the topic with its retention)", name, from, want)
 	return nil
@@ -202,13 +228,13 @@ func (s *setup) subscription(ctx context.Context, sp setupplan.Subscription) err
 	switch {
 	case err == nil:
 		if topic != "" && got.Topic != topic {
-			return fmt.Errorf("subscription %s exists but is attached to %s, not %s", sub, got.Topic, topic)
+			return s.refuse("subscription "+sub, fmt.Errorf("subscription %s exists but is attached to %s, not %s", sub, got.Topic, topic))
 		}
 		s.say("subscription %s exists", sub)
 		var unordered error
 		if sp.CheckOrdering && got.EnableMessageOrdering != ordering {
 			if ordering {
-				unordered = &orderingError{fmt.Errorf("subscription %s has no message ordering, and source.ordering is true (run refuses it); Pub/Sub cannot add ordering to an existing subscription: create a new one, gcloud pubsub subscriptions create NEW --topic=%s --enable-message-ordering, and name it in source.subscription, or set source.ordering to false", sub, got.Topic)}
+				unordered = s.refuse("subscription "+sub, &orderingError{fmt.Errorf("subscription %s has no message ordering, and source.ordering is true (run refuses it); Pub/Sub cannot add ordering to an existing subscription: create a new one, gcloud pubsub subscriptions create NEW --topic=%s --enable-message-ordering, and name it in source.subscription, or set source.ordering to false", sub, got.Topic)})
 			} else {
 				s.say("  note: it has message ordering, which source.ordering does not ask for: the client hands the messages of each ordering key over one at a time, in publish order; setup changes nothing (set source.ordering to true to say so, or create a subscription without --enable-message-ordering)")
 			}
@@ -225,7 +251,10 @@ func (s *setup) subscription(ctx context.Context, sp setupplan.Subscription) err
 	case status.Code(err) != codes.NotFound:
 		return fmt.Errorf("get subscription %s: %w", sub, err)
 	case topic == "":
-		return fmt.Errorf("subscription %s does not exist, and source.topic is not set to create it on", sub)
+		return s.refuse("subscription "+sub, fmt.Errorf("subscription %s does not exist, and source.topic is not set to create it on", sub))
+	case s.dry:
+		s.created("subscription "+sub, setupplan.DescribeSubscription(sp))
+		return nil
 	}
 	_, err = s.ps.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
 		Name:                  sub,
@@ -237,11 +266,7 @@ func (s *setup) subscription(ctx context.Context, sp setupplan.Subscription) err
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("create subscription %s: %w", sub, err)
 	}
-	if ordering {
-		s.say("created subscription %s on %s (message ordering)", sub, topic)
-	} else {
-		s.say("created subscription %s on %s", sub, topic)
-	}
+	s.created("subscription "+sub, setupplan.DescribeSubscription(sp))
 	return nil
 }
 
@@ -255,10 +280,12 @@ func (s *setup) table(ctx context.Context, t setupplan.Table) error {
 	}
 	info, err := ac.TableInfo(ctx, table)
 	if status.Code(err) == codes.NotFound {
-		if err := ac.CreateTable(ctx, table); err != nil && status.Code(err) != codes.AlreadyExists {
-			return fmt.Errorf("create table %s: %w", table, err)
+		if !s.dry {
+			if err := ac.CreateTable(ctx, table); err != nil && status.Code(err) != codes.AlreadyExists {
+				return fmt.Errorf("create table %s: %w", table, err)
+			}
 		}
-		s.say("created table %s in instance %s", table, instance)
+		s.created("table "+instance+"/"+table, setupplan.DescribeTable(t))
 		info = &bigtable.TableInfo{}
 	} else if err != nil {
 		return fmt.Errorf("table %s: %w", table, err)
@@ -267,9 +294,14 @@ func (s *setup) table(ctx context.Context, t setupplan.Table) error {
 	}
 	for _, f := range t.Families {
 		if slices.Contains(info.Families, f.Name) {
-			if err := s.widen(ctx, ac, table, info, f); err != nil {
+			if err := s.widen(ctx, ac, instance+"/"+table, table, info, f); err != nil {
 				return err
 			}
+			continue
+		}
+		key := "family " + instance + "/" + table + ":" + f.Name
+		if s.dry {
+			s.created(key, setupplan.DescribeFamily(table, f, true))
 			continue
 		}
 		if err := ac.CreateColumnFamily(ctx, table, f.Name); err != nil && status.Code(err) != codes.AlreadyExists {
@@ -280,11 +312,7 @@ func (s *setup) table(ctx context.Context, t setupplan.Table) error {
 				return fmt.Errorf("set GC rule of %s:%s: %w", table, f.Name, err)
 			}
 		}
-		if f.Setting != "" {
-			s.say("created column family %s:%s (GC rule %s)", table, f.Name, f.GC)
-		} else {
-			s.say("created column family %s:%s", table, f.Name)
-		}
+		s.created(key, setupplan.DescribeFamily(table, f, f.Setting != ""))
 	}
 	return nil
 }
@@ -297,7 +325,7 @@ func (s *setup) table(ctx context.Context, t setupplan.Table) error {
 // their window until they expire; tombstones kept longer only cover
 // longer), and so is a rule that is not a max age, which is reported for a
 // family with a setting.
-func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table string, info *bigtable.TableInfo, f setupplan.Family) error {
+func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, t, table string, info *bigtable.TableInfo, f setupplan.Family) error {
 	want, ok := state.MaxAge(f.GC)
 	if !ok {
 		return nil
@@ -317,6 +345,10 @@ func (s *setup) widen(ctx context.Context, ac *bigtable.AdminClient, table strin
 			return nil
 		}
 		if !ok || have >= want {
+			return nil
+		}
+		if s.dry {
+			s.widened("family "+t+":"+f.Name, fmt.Sprintf("would widen the GC rule of %s:%s from %s to %s", table, f.Name, fi.FullGCPolicy, f.GC))
 			return nil
 		}
 		if err := ac.SetGCPolicy(ctx, table, f.Name, f.GC); err != nil {
@@ -340,6 +372,38 @@ func (s *setup) adminFor(ctx context.Context, instance string) (*bigtable.AdminC
 }
 
 func (s *setup) say(format string, args ...any) { fmt.Fprintf(s.out, format+"\n", args...) }
+
+// created says that what names the object key was created, or in a plan
+// that it would be.
+func (s *setup) created(key, what string) {
+	if !s.dry {
+		s.say("created %s", what)
+		return
+	}
+	s.creates++
+	s.status[key] = "would create"
+	s.say("would create %s", what)
+}
+
+// widened says, in a plan, that the rule or retention of the object key
+// would be widened: line says from what to what.
+func (s *setup) widened(key, line string) {
+	s.widens++
+	s.status[key] = "would widen"
+	s.say("%s", line)
+}
+
+// refuse returns err, what setup refuses about the object key; in a plan
+// it says it as drift, with the fix err names, and returns nil.
+func (s *setup) refuse(key string, err error) error {
+	if !s.dry {
+		return err
+	}
+	s.drifts++
+	s.status[key] = "drift: " + err.Error()
+	s.say("  drift: %v", err)
+	return nil
+}
 
 func (s *setup) close() {
 	for _, ac := range s.admins {

@@ -165,14 +165,18 @@ func (s *setup) schema(ctx context.Context, topic string, want *setupplan.Schema
 	name := want.Name
 	project, id, _ := strings.Cut(name, "/schemas/")
 	settings = &pubsubpb.SchemaSettings{Schema: name, Encoding: schemaEncoding(want)}
-	_, err = sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
-		Parent:   project,
-		SchemaId: id,
-		Schema:   &pubsubpb.Schema{Type: schemaKind(want), Definition: want.Definition},
-	})
+	if s.dry {
+		err = s.exists(sc.GetSchema(ctx, &pubsubpb.GetSchemaRequest{Name: name}))
+	} else {
+		_, err = sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
+			Parent:   project,
+			SchemaId: id,
+			Schema:   &pubsubpb.Schema{Type: schemaKind(want), Definition: want.Definition},
+		})
+	}
 	switch status.Code(err) {
 	case codes.OK:
-		s.say("created schema %s (%s, from %s)", name, want.Type, want.File)
+		s.created("schema "+name, setupplan.DescribeSchema(want))
 		return settings, "", nil
 	case codes.AlreadyExists:
 		got, err := sc.GetSchema(ctx, &pubsubpb.GetSchemaRequest{Name: name, View: pubsubpb.SchemaView_FULL})
@@ -180,8 +184,8 @@ func (s *setup) schema(ctx context.Context, topic string, want *setupplan.Schema
 			return nil, "", fmt.Errorf("schema %s: %w", name, err)
 		}
 		if got.Type != schemaKind(want) || !sameDefinition(want, got.Definition) {
-			return nil, "", fmt.Errorf("schema %s exists, and its newest revision (%s) is not the definition of %s (payload.schema); setup changes no schema, so it did not create topic %s: make the file its newest revision, gcloud pubsub schemas commit %s --type=%s --definition-file=%s, then run setup again",
-				name, got.RevisionId, want.File, topic, name, want.Type, want.File)
+			return nil, "", s.refuse("schema "+name, fmt.Errorf("schema %s exists, and its newest revision (%s) is not the definition of %s (payload.schema); setup changes no schema, so it did not create topic %s: make the file its newest revision, gcloud pubsub schemas commit %s --type=%s --definition-file=%s, then run setup again",
+				name, got.RevisionId, want.File, topic, name, want.Type, want.File))
 		}
 		s.say("schema %s exists (the definition of %s)", name, want.File)
 		return settings, "", nil

@@ -290,3 +290,10 @@ func SchemaName(topic string) string {
 	project, id, _ := strings.Cut(topic, "/topics/")
 	return project + "/schemas/" + id + SchemaSuffix
 }
+
+// MaxVersions returns the number of a max-versions rule of f, false for
+// any other rule.
+func MaxVersions(f Family) (int, bool) {
+	mv, ok := f.GC.(bigtable.MaxVersionsGCPolicy)
+	return int(mv), ok
+}
