@@ -15,12 +15,13 @@ import (
 
 // Formats of setup --plan.
 const (
-	PlanText = "text"
-	PlanJSON = "json"
+	PlanText      = "text"
+	PlanJSON      = "json"
+	PlanTerraform = "terraform"
 )
 
 // PlanFormats are the formats setup --plan prints.
-var PlanFormats = []string{PlanText, PlanJSON}
+var PlanFormats = []string{PlanText, PlanJSON, PlanTerraform}
 
 // PlanOptions is what `pubsink setup --plan` was asked for.
 type PlanOptions struct {
@@ -36,7 +37,7 @@ func PlanFile(ctx context.Context, path string, opts PlanOptions, out io.Writer)
 	if err != nil {
 		return err
 	}
-	if opts.Offline {
+	if opts.Offline || format(opts.Format) == PlanTerraform {
 		return Plan(ctx, cfg, nil, nil, format(opts.Format), out)
 	}
 	ps, err := openPubSub(ctx, cfg.Project)
@@ -65,6 +66,15 @@ func format(f string) string {
 // line. It fails when the live project cannot be read.
 func Plan(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admin, format string, out io.Writer) error {
 	plan := setupplan.New(cfg)
+	if format == PlanTerraform {
+		// What setup creates, as Terraform: the whole plan, whatever exists
+		// (Terraform compares with the project itself).
+		if err := planErr(plan); err != nil {
+			return err
+		}
+		_, err := out.Write(setupplan.Terraform(plan, setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: defaultRegion}))
+		return err
+	}
 	lines := out
 	if format == PlanJSON {
 		lines = io.Discard
@@ -125,10 +135,8 @@ func (s *setup) offline(plan *setupplan.Plan) error {
 		}
 		s.created("subscription "+sp.Name, setupplan.DescribeSubscription(sp))
 	}
-	var errs []error
 	for _, p := range plan.Pipelines {
 		if p.Err != nil {
-			errs = append(errs, fmt.Errorf("pipeline %s: %w", p.Name, p.Err))
 			continue
 		}
 		if p.Topic != nil {
@@ -148,6 +156,20 @@ func (s *setup) offline(plan *setupplan.Plan) error {
 	}
 	if plan.State != nil {
 		table(*plan.State)
+	}
+	return planErr(plan)
+}
+
+// defaultRegion is the default of the Terraform variable region.
+const defaultRegion = "us-central1"
+
+// planErr is the error of the pipelines whose plan could not be computed.
+func planErr(plan *setupplan.Plan) error {
+	var errs []error
+	for _, p := range plan.Pipelines {
+		if p.Err != nil {
+			errs = append(errs, fmt.Errorf("pipeline %s: %w", p.Name, p.Err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -3,12 +3,14 @@ package setupplan
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/bigtable"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/internal/testenv/hclread"
 )
 
 func load(t *testing.T, path string) *config.Config {
@@ -117,5 +119,26 @@ pipelines:
 	}
 	if pl.State != nil {
 		t.Errorf("an at_least_once pipeline without tracking needs no state table, planned %+v", pl.State)
+	}
+
+	// In Terraform, the schema's definition is the file's text, a template
+	// sequence in it escaped; the topic names it, with its encoding.
+	tp.Schema.Definition = strings.Replace(avsc, `"name": "R"`, `"name": "R", "doc": "not a ${template} nor %{ if }"`, 1)
+	src := Terraform(pl, Vars{Project: "p", Instance: "i", Region: "r"})
+	rs, err := hclread.Resources(src)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, src)
+	}
+	var def, encoding string
+	for _, r := range rs {
+		switch r.Type {
+		case "google_pubsub_schema":
+			def = attribute(t, r.Body, "definition")
+		case "google_pubsub_topic":
+			encoding = attribute(t, r.Body, "schema_settings.encoding")
+		}
+	}
+	if def != tp.Schema.Definition+"\n" || encoding != "JSON" {
+		t.Errorf("schema definition %q, encoding %q in:\n%s", def, encoding, src)
 	}
 }
