@@ -355,7 +355,7 @@ func setupCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 		"Creates what the file names and is missing, one line per action; idempotent.\n"+
 			"With --plan, prints what it would create or change and changes nothing: compared with the live\n"+
 			"project (exists, would create, would widen, drift with its fix), or with --offline everything as new,\n"+
-			"as text (default) or JSON (--format json); --format terraform prints what setup creates as a .tf file.",
+			"as text (default) or JSON (--format json); --format terraform and gcloud print what setup creates as\na .tf file or as gcloud and cbt commands, without the network.",
 		func(path string) error {
 			if !plan {
 				for _, f := range []string{"format", "offline"} {

@@ -18,10 +18,11 @@ const (
 	PlanText      = "text"
 	PlanJSON      = "json"
 	PlanTerraform = "terraform"
+	PlanGcloud    = "gcloud"
 )
 
 // PlanFormats are the formats setup --plan prints.
-var PlanFormats = []string{PlanText, PlanJSON, PlanTerraform}
+var PlanFormats = []string{PlanText, PlanJSON, PlanTerraform, PlanGcloud}
 
 // PlanOptions is what `pubsink setup --plan` was asked for.
 type PlanOptions struct {
@@ -37,7 +38,7 @@ func PlanFile(ctx context.Context, path string, opts PlanOptions, out io.Writer)
 	if err != nil {
 		return err
 	}
-	if opts.Offline || format(opts.Format) == PlanTerraform {
+	if f := format(opts.Format); opts.Offline || f == PlanTerraform || f == PlanGcloud {
 		return Plan(ctx, cfg, nil, nil, format(opts.Format), out)
 	}
 	ps, err := openPubSub(ctx, cfg.Project)
@@ -66,13 +67,17 @@ func format(f string) string {
 // line. It fails when the live project cannot be read.
 func Plan(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admin, format string, out io.Writer) error {
 	plan := setupplan.New(cfg)
-	if format == PlanTerraform {
-		// What setup creates, as Terraform: the whole plan, whatever exists
-		// (Terraform compares with the project itself).
+	if format == PlanTerraform || format == PlanGcloud {
+		// What setup creates, as Terraform or commands: the whole plan,
+		// whatever exists (Terraform compares with the project itself).
 		if err := planErr(plan); err != nil {
 			return err
 		}
-		_, err := out.Write(setupplan.Terraform(plan, setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: defaultRegion}))
+		src := setupplan.Gcloud(plan, cfg.Project)
+		if format == PlanTerraform {
+			src = setupplan.Terraform(plan, setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: defaultRegion})
+		}
+		_, err := out.Write(src)
 		return err
 	}
 	lines := out

@@ -297,3 +297,75 @@ func MaxVersions(f Family) (int, bool) {
 	mv, ok := f.GC.(bigtable.MaxVersionsGCPolicy)
 	return int(mv), ok
 }
+
+// mergedTables are the plan's tables, each once by instance and name, in
+// the order they are first named: a table two pipelines name has the
+// families of both, and a family both name with a max age the longer one
+// (as setup widens it). A renderer that writes each table once uses them.
+func (p *Plan) mergedTables() []*Table {
+	var tables []*Table
+	add := func(t Table) {
+		for _, have := range tables {
+			if have.Instance != t.Instance || have.Name != t.Name {
+				continue
+			}
+		next:
+			for _, f := range t.Families {
+				for i, g := range have.Families {
+					if g.Name != f.Name {
+						continue
+					}
+					if a, ok := state.MaxAge(f.GC); ok {
+						if b, ok := state.MaxAge(g.GC); ok && a > b {
+							have.Families[i].GC = f.GC
+						}
+					}
+					continue next
+				}
+				have.Families = append(have.Families, f)
+			}
+			return
+		}
+		t.Families = append([]Family(nil), t.Families...)
+		tables = append(tables, &t)
+	}
+	for _, pp := range p.Pipelines {
+		for _, t := range pp.Tables {
+			add(t)
+		}
+	}
+	if p.State != nil {
+		add(*p.State)
+	}
+	return tables
+}
+
+// pubsub calls topic and subscription for each topic and subscription of
+// the plan, once each by name, in the order setup creates them, and
+// skipped for each pipeline whose plan could not be computed.
+func (p *Plan) pubsub(topic func(Topic), subscription func(Subscription), skipped func(Pipeline)) {
+	seen := map[string]bool{}
+	t := func(x *Topic) {
+		if x != nil && !seen["topic "+x.Name] {
+			seen["topic "+x.Name] = true
+			topic(*x)
+		}
+	}
+	s := func(x *Subscription) {
+		if x != nil && !seen["subscription "+x.Name] {
+			seen["subscription "+x.Name] = true
+			subscription(*x)
+		}
+	}
+	for _, pp := range p.Pipelines {
+		if pp.Err != nil {
+			skipped(pp)
+			continue
+		}
+		t(pp.Topic)
+		s(&pp.Subscription)
+		s(pp.Tracking)
+		t(pp.DeadLetterTopic)
+		s(pp.DeadLetterSubscription)
+	}
+}

@@ -33,41 +33,20 @@ type Vars struct {
 func Terraform(p *Plan, v Vars) []byte {
 	r := &tfRenderer{vars: v, ids: map[string]string{}, used: map[string]bool{}}
 	r.header()
-	for _, pp := range p.Pipelines {
-		if pp.Err != nil {
-			fmt.Fprintf(&r.b, "# pipeline %s: not planned: %s\n\n", pp.Name, oneLine(pp.Err.Error()))
-			continue
-		}
-		if pp.Topic != nil {
-			r.topic(*pp.Topic)
-		}
-		r.subscription(pp.Subscription)
-		if pp.Tracking != nil {
-			r.subscription(*pp.Tracking)
-		}
-		if pp.DeadLetterTopic != nil {
-			r.topic(*pp.DeadLetterTopic)
-			r.subscription(*pp.DeadLetterSubscription)
-		}
-		for _, t := range pp.Tables {
-			r.addTable(t)
-		}
-	}
-	if p.State != nil {
-		r.addTable(*p.State)
-	}
-	for _, t := range r.tables {
+	p.pubsub(r.topic, r.subscription, func(pp Pipeline) {
+		fmt.Fprintf(&r.b, "# pipeline %s: not planned: %s\n\n", pp.Name, oneLine(pp.Err.Error()))
+	})
+	for _, t := range p.mergedTables() {
 		r.table(t)
 	}
 	return hclwrite.Format([]byte(r.b.String()))
 }
 
 type tfRenderer struct {
-	b      strings.Builder
-	vars   Vars
-	ids    map[string]string // object key → resource address
-	used   map[string]bool   // resource type.name taken
-	tables []*Table          // merged by instance and name, in first-named order
+	b    strings.Builder
+	vars Vars
+	ids  map[string]string // object key → resource address
+	used map[string]bool   // resource type.name taken
 }
 
 func (r *tfRenderer) header() {
@@ -142,9 +121,6 @@ func split(name, kind string) (project, id string) {
 }
 
 func (r *tfRenderer) topic(t Topic) {
-	if _, done := r.ids["topic "+t.Name]; done {
-		return
-	}
 	project, id := split(t.Name, "topics")
 	var schemaRef string
 	if s := t.Schema; s != nil {
@@ -172,9 +148,6 @@ func (r *tfRenderer) topic(t Topic) {
 }
 
 func (r *tfRenderer) subscription(s Subscription) {
-	if _, done := r.ids["subscription "+s.Name]; done {
-		return
-	}
 	if s.Topic == "" {
 		fmt.Fprintf(&r.b, "# subscription %s must exist: source.topic is not set to create it on.\n\n", s.Name)
 		return
@@ -195,35 +168,6 @@ func (r *tfRenderer) subscription(s Subscription) {
 		fmt.Fprintf(&r.b, "\n  retry_policy {\n    minimum_backoff = %q\n    maximum_backoff = %q\n  }\n", pubsubDuration(s.Retry.Min), pubsubDuration(s.Retry.Max))
 	}
 	r.b.WriteString("}\n\n")
-}
-
-// addTable merges t into the tables to render: a table two pipelines name
-// is one, with the families of both (the longer max age of a family both
-// name with one).
-func (r *tfRenderer) addTable(t Table) {
-	for _, have := range r.tables {
-		if have.Instance != t.Instance || have.Name != t.Name {
-			continue
-		}
-	next:
-		for _, f := range t.Families {
-			for i, g := range have.Families {
-				if g.Name != f.Name {
-					continue
-				}
-				if a, ok := state.MaxAge(f.GC); ok {
-					if b, ok := state.MaxAge(g.GC); ok && a > b {
-						have.Families[i].GC = f.GC
-					}
-				}
-				continue next
-			}
-			have.Families = append(have.Families, f)
-		}
-		return
-	}
-	t.Families = append([]Family(nil), t.Families...)
-	r.tables = append(r.tables, &t)
 }
 
 func (r *tfRenderer) table(t *Table) {
