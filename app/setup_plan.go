@@ -41,14 +41,11 @@ func PlanFile(ctx context.Context, path string, opts PlanOptions, out io.Writer)
 	if f := format(opts.Format); opts.Offline || f == PlanTerraform || f == PlanGcloud {
 		return Plan(ctx, cfg, nil, nil, format(opts.Format), out)
 	}
-	ps, err := openPubSub(ctx, cfg.Project)
+	ps, admin, err := setupClients(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer ps.Close()
-	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-		return openBigtableAdmin(ctx, cfg.Project, instance)
-	}
 	return Plan(ctx, cfg, ps, admin, format(opts.Format), out)
 }
 
