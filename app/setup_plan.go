@@ -56,8 +56,9 @@ func format(f string) string {
 	return f
 }
 
-// Plan prints the plan of setup for cfg in format (PlanText, PlanJSON),
-// changing nothing. With ps nil (offline) every object is new. Each object
+// Plan prints the plan of setup for cfg in format (PlanFormats), changing
+// nothing. PlanTerraform and PlanGcloud print the whole plan and read
+// nothing. With ps nil (offline) every object is new. Each object
 // is judged by the code that setup applies it with (Setup), which here
 // only reads: "exists", "would create …", "would widen …", and what setup
 // would refuse as "  drift: …" with its fix. The text ends with a summary
