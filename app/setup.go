@@ -166,6 +166,9 @@ func (s *setup) topic(ctx context.Context, name string, retention time.Duration,
 		}
 		s.say("topic %s exists", name)
 	default:
+		if s.dry {
+			return fmt.Errorf("topic %s: %w", name, err)
+		}
 		return fmt.Errorf("create topic %s: %w", name, err)
 	}
 	return nil

@@ -199,6 +199,9 @@ func (s *setup) schema(ctx context.Context, topic string, want *setupplan.Schema
 			return nil, "", fmt.Errorf("create schema %s from %s: %w (a Pub/Sub Protocol Buffers schema is one .proto file that defines a single top-level message and imports nothing)", name, want.File, err)
 		}
 	}
+	if s.dry {
+		return nil, "", fmt.Errorf("schema %s: %w", name, err)
+	}
 	return nil, "", fmt.Errorf("create schema %s from %s: %w", name, want.File, err)
 }
 
