@@ -23,24 +23,58 @@ import (
 // read back through the admin APIs: each topic and its retention, each
 // subscription's topic, ack deadline, ordering and retry policy, each
 // table's families, and each GC rule (and no family has a rule the .tf
-// lacks).
+// lacks). For a file with a tracking subscription, ordering, retention and
+// a dead-letter topic, and for examples.yaml (three pipelines, a change
+// mapping's tombstone family, a shared state table), in a project and
+// instance of its own.
 func TestSetupTerraformHoldsWhatSetupCreates(t *testing.T) {
-	e := newEnv(t)
-	yaml := strings.Replace(e.configYAML("exactly_once", "    dead_letter: {topic: "+e.topic+"-dlq}\n"),
-		"      streams: 8\n", "      tracking_subscription: "+e.tracking+"\n      ordering: true\n      streams: 8\n", 1)
-	yaml = strings.Replace(yaml, "      topic: "+e.topic+"\n", "      topic: "+e.topic+"\n      topic_message_retention: 24h\n", 1)
-	path := filepath.Join(e.dir, "tf.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("one pipeline", func(t *testing.T) {
+		e := newEnv(t)
+		yaml := strings.Replace(e.configYAML("exactly_once", "    dead_letter: {topic: "+e.topic+"-dlq}\n"),
+			"      streams: 8\n", "      tracking_subscription: "+e.tracking+"\n      ordering: true\n      streams: 8\n", 1)
+		yaml = strings.Replace(yaml, "      topic: "+e.topic+"\n", "      topic: "+e.topic+"\n      topic_message_retention: 24h\n", 1)
+		path := filepath.Join(e.dir, "tf.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The topic and its dead-letter topic; main, tracking and replay
+		// subscriptions; the sink's table and the state table, whose four
+		// families have rules.
+		checkTerraform(t, e, path, project, e.admin, os.Environ(),
+			map[string]int{"google_pubsub_topic": 2, "google_pubsub_subscription": 3, "google_bigtable_table": 2, "google_bigtable_gc_policy": 4})
+	})
+	t.Run("examples.yaml", func(t *testing.T) {
+		e := newEnv(t)
+		suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+		proj, inst := "e2e-examples-"+suffix, "e2e-examples-"+suffix
+		_, admin, err := e.bt.Clients(context.Background(), proj, inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close()
+		env := append(os.Environ(), "GOOGLE_CLOUD_PROJECT="+proj, "BIGTABLE_INSTANCE="+inst)
+		// Three topics and their dead-letter topics, four main and tracking
+		// subscriptions and three replay ones; three sink tables and the
+		// state table; the tombstone rule and the state table's four.
+		checkTerraform(t, e, "../examples.yaml", proj, admin, env,
+			map[string]int{"google_pubsub_topic": 5, "google_pubsub_subscription": 6, "google_bigtable_table": 4, "google_bigtable_gc_policy": 5})
+	})
+}
+
+// checkTerraform runs setup for the file at path, then compares its
+// Terraform with what setup created, in project (admin: its instance),
+// and counts the resources of each type against want.
+func checkTerraform(t *testing.T, e *env, path, project string, admin *bigtable.AdminClient, environ []string, want map[string]int) {
+	t.Helper()
 	pubsink := func(args ...string) []byte {
 		t.Helper()
 		cmd := exec.Command(binary, append([]string{"setup", "--config", path}, args...)...)
-		cmd.Env = append(append(os.Environ(), e.ps.Env()...), e.bt.Env()...)
-		cmd.Stderr = os.Stderr
+		cmd.Env = append(append(environ, e.ps.Env()...), e.bt.Env()...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("pubsink setup %s: %v\n%s", strings.Join(args, " "), err, out)
+			t.Fatalf("pubsink setup %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 		}
 		return out
 	}
@@ -107,7 +141,7 @@ func TestSetupTerraformHoldsWhatSetupCreates(t *testing.T) {
 			}
 		case "google_bigtable_table":
 			name := attr(r, "name")
-			info, err := e.admin.TableInfo(ctx, name)
+			info, err := admin.TableInfo(ctx, name)
 			if err != nil {
 				t.Errorf("table %s: %v", name, err)
 				continue
@@ -143,7 +177,7 @@ func TestSetupTerraformHoldsWhatSetupCreates(t *testing.T) {
 			}
 			family := attr(r, "column_family")
 			rules[table+":"+family] = rule.String()
-			info, err := e.admin.TableInfo(ctx, table)
+			info, err := admin.TableInfo(ctx, table)
 			if err != nil {
 				t.Errorf("table %s: %v", table, err)
 				continue
@@ -160,10 +194,6 @@ func TestSetupTerraformHoldsWhatSetupCreates(t *testing.T) {
 			t.Errorf("family %s has a GC rule on the emulator and no google_bigtable_gc_policy in the .tf", fam)
 		}
 	}
-	// The topic and its dead-letter topic; main, tracking and replay
-	// subscriptions; the sink's table and the state table, whose four
-	// families have rules.
-	want := map[string]int{"google_pubsub_topic": 2, "google_pubsub_subscription": 3, "google_bigtable_table": 2, "google_bigtable_gc_policy": 4}
 	for typ, n := range want {
 		if counts[typ] != n {
 			t.Errorf("%d %s resources, want %d:\n%s", counts[typ], typ, n, src)
