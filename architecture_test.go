@@ -36,7 +36,7 @@ var tiers = []struct{ tier, pattern string }{
 	{"test", "e2e"},
 	{"deploy", "deploy"},
 	{"part", "pipeline"}, {"part", "source"}, {"part", "dedupe"}, {"part", "members"}, {"part", "watermark"},
-	{"part", "sinks/..."}, {"part", "deadletter/..."}, {"part", "reprocess"}, {"part", "audit"}, {"part", "maptest"}, {"part", "config"}, {"part", "template"}, {"part", "mapping"}, {"part", "mapping/..."},
+	{"part", "sinks/..."}, {"part", "deadletter/..."}, {"part", "reprocess"}, {"part", "audit"}, {"part", "maptest"}, {"part", "setupplan"}, {"part", "config"}, {"part", "template"}, {"part", "mapping"}, {"part", "mapping/..."},
 }
 
 // rule is one line of a rules block: who may import what.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,9 +51,7 @@ The whole contract: docs/reference.md.`,
 			"Loads and validates the file, checks what each pipeline needs, serves HTTP (/metrics, /healthz,\n/readyz, /status and the status page at /), and runs every pipeline until SIGTERM or SIGINT.\nLogs go to stderr.",
 			func(path string) error { return app.RunFile(ctx, path, stderr) }),
 		validateCommand(ctx, stdout),
-		configCommand("setup", "Create the topics, subscriptions and tables the file names, if missing",
-			"Creates what the file names and is missing, one line per action; idempotent.",
-			func(path string) error { return app.SetupFile(ctx, path, stdout) }),
+		setupCommand(ctx, stdout),
 		testCommand(ctx, stdout),
 		demoCommand(ctx, stdout, stderr),
 		configGroup(stdout),
@@ -414,6 +413,36 @@ sample is empty (with why) or on bad usage, 3 when stopped (the summary covers w
 
 // validateCommand is `pubsink validate`: the file checked, and with
 // payload.schema: topic its topic's schema read unless --offline.
+func setupCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
+	var plan bool
+	var opts app.PlanOptions
+	var cmd *cobra.Command
+	cmd = configCommand("setup", "Create the topics, subscriptions and tables the file names, if missing",
+		"Creates what the file names and is missing, one line per action; idempotent.\n"+
+			"With --plan, prints what it would create or change and changes nothing: compared with the live\n"+
+			"project (exists, would create, would widen, drift with its fix), or with --offline everything as new,\n"+
+			"as text (default) or JSON (--format json); --format terraform and gcloud print what setup creates as\na .tf file or as gcloud and cbt commands, without the network.",
+		func(path string) error {
+			if !plan {
+				for _, f := range []string{"format", "offline"} {
+					if cmd.Flags().Changed(f) {
+						return usageError{fmt.Sprintf("setup: --%s is a flag of --plan", f), cmd.CommandPath()}
+					}
+				}
+				return app.SetupFile(ctx, path, stdout)
+			}
+			if !slices.Contains(app.PlanFormats, opts.Format) {
+				return usageError{fmt.Sprintf("setup: unknown --format %q; the formats are: %s", opts.Format, strings.Join(app.PlanFormats, ", ")), cmd.CommandPath()}
+			}
+			return app.PlanFile(ctx, path, opts, stdout)
+		})
+	fs := cmd.Flags()
+	fs.BoolVar(&plan, "plan", false, "print what setup would create or change, and change nothing")
+	fs.StringVar(&opts.Format, "format", app.PlanText, "`format` of the plan: "+strings.Join(app.PlanFormats, ", "))
+	fs.BoolVar(&opts.Offline, "offline", false, "plan every object as new, without reading the project")
+	return cmd
+}
+
 func validateCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	var offline bool
 	cmd := configCommand("validate", "Check the file; print every problem",

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"cloud.google.com/go/bigtable"
+	"cloud.google.com/go/pubsub/v2"
 	"go.uber.org/zap"
 
 	"github.com/pubsink/pubsink/config"
@@ -296,19 +297,30 @@ func SetupFile(ctx context.Context, path string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ps, err := openPubSub(ctx, cfg.Project)
+	ps, admin, err := setupClients(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer ps.Close()
-	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
-		return openBigtableAdmin(ctx, cfg.Project, instance)
-	}
 	if err := Setup(ctx, cfg, ps, admin, out); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "setup: done")
 	return nil
+}
+
+// setupClients opens the Pub/Sub client and the Bigtable admin clients of
+// setup and its plan, against Google Cloud or the emulators the
+// environment names. The caller closes the Pub/Sub client.
+func setupClients(ctx context.Context, cfg *config.Config) (*pubsub.Client, Admin, error) {
+	ps, err := openPubSub(ctx, cfg.Project)
+	if err != nil {
+		return nil, nil, err
+	}
+	admin := func(ctx context.Context, instance string) (*bigtable.AdminClient, error) {
+		return openBigtableAdmin(ctx, cfg.Project, instance)
+	}
+	return ps, admin, nil
 }
 
 // ReplayRequest is what `pubsink deadletter replay` was asked to do.

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
-	"time"
 
 	vkit "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -15,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/setupplan"
 	"github.com/pubsink/pubsink/source"
 )
 
@@ -27,66 +25,38 @@ import (
 // existing topic, and says what it found and the gcloud command that would
 // change it.
 
-// schemaSuffix names the schema setup creates for topic T: T-schema, in
-// T's project.
-const schemaSuffix = "-schema"
-
-// topicSchema is the Pub/Sub schema a pipeline's topic should have.
-type topicSchema struct {
-	file       string // payload.schema, as written
-	kind       pubsubpb.Schema_Type
-	definition string
-	encoding   pubsubpb.Encoding
+// schemaKind is the Pub/Sub type of a schema of the plan.
+func schemaKind(ts *setupplan.Schema) pubsubpb.Schema_Type {
+	if ts.Type == setupplan.SchemaProtocolBuffer {
+		return pubsubpb.Schema_PROTOCOL_BUFFER
+	}
+	return pubsubpb.Schema_AVRO
 }
 
-// wantedSchema returns the schema that payload's schema file defines, or
-// nil when the payload names no schema file.
-func wantedSchema(p config.Payload) (*topicSchema, error) {
-	if p.Schema == "" || p.TopicSchema() {
-		return nil, nil
+// schemaEncoding is the Pub/Sub message encoding of a schema of the plan.
+func schemaEncoding(ts *setupplan.Schema) pubsubpb.Encoding {
+	if ts.Encoding == setupplan.EncodingJSON {
+		return pubsubpb.Encoding_JSON
 	}
-	ts := &topicSchema{file: p.Schema, kind: pubsubpb.Schema_AVRO, encoding: pubsubpb.Encoding_BINARY}
-	if p.Format == config.FormatProtobuf {
-		ts.kind = pubsubpb.Schema_PROTOCOL_BUFFER
-	}
-	if p.Encoding == config.EncodingJSON {
-		ts.encoding = pubsubpb.Encoding_JSON
-	}
-	// Loading the config compiled the file already: reading it again
-	// fails only if it changed since.
-	b, err := os.ReadFile(p.Schema)
-	if err != nil {
-		return nil, fmt.Errorf("payload.schema: %w", err)
-	}
-	ts.definition = string(b)
-	return ts, nil
-}
-
-// gcloudType is the --type of the gcloud schema commands.
-func (ts *topicSchema) gcloudType() string {
-	if ts.kind == pubsubpb.Schema_PROTOCOL_BUFFER {
-		return "protocol-buffer"
-	}
-	return "avro"
+	return pubsubpb.Encoding_BINARY
 }
 
 // attachCommand is the gcloud command that creates the schema setup
 // would have created for topic and gives it to the existing topic.
-func (ts *topicSchema) attachCommand(topic string) string {
-	schema := schemaNameFor(topic)
+func attachCommand(ts *setupplan.Schema, topic string) string {
 	return fmt.Sprintf("gcloud pubsub schemas create %s --type=%s --definition-file=%s && gcloud pubsub topics update %s --schema=%s --message-encoding=%s",
-		schema, ts.gcloudType(), ts.file, topic, schema, encodingFlag(ts.encoding))
+		ts.Name, ts.Type, ts.File, topic, ts.Name, encodingFlag(schemaEncoding(ts)))
 }
 
 // sameDefinition reports whether def defines what ts's file does: the
 // same JSON for Avro (whitespace and the order of keys aside), the same
 // text for Protocol Buffers (surrounding whitespace aside).
-func (ts *topicSchema) sameDefinition(def string) bool {
-	if ts.kind != pubsubpb.Schema_AVRO {
-		return strings.TrimSpace(def) == strings.TrimSpace(ts.definition)
+func sameDefinition(ts *setupplan.Schema, def string) bool {
+	if ts.Type != setupplan.SchemaAvro {
+		return strings.TrimSpace(def) == strings.TrimSpace(ts.Definition)
 	}
 	a, errA := normalJSON(def)
-	b, errB := normalJSON(ts.definition)
+	b, errB := normalJSON(ts.Definition)
 	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
@@ -101,23 +71,12 @@ func normalJSON(s string) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// schemaNameFor is the name of the schema setup creates for topic
-// (projects/P/topics/T): projects/P/schemas/T-schema.
-func schemaNameFor(topic string) string {
-	project, id, _ := strings.Cut(topic, "/topics/")
-	return project + "/schemas/" + id + schemaSuffix
-}
-
 // sourceTopic sets up a pipeline's source topic: as topic does, and with
 // the schema that the payload's schema file defines when setup creates
 // it. An existing topic whose schema differs from the file's, or a topic
 // without a schema under payload.schema: topic, is reported.
-func (s *setup) sourceTopic(ctx context.Context, name string, retention time.Duration, p config.Payload) error {
-	want, err := wantedSchema(p)
-	if err != nil {
-		return err
-	}
-	readsTopicSchema := p.TopicSchema() && (p.Format == config.FormatAvro || p.Format == config.FormatProtobuf)
+func (s *setup) sourceTopic(ctx context.Context, t setupplan.Topic) error {
+	name, retention, want, readsTopicSchema := t.Name, t.Retention, t.Schema, t.ReadsTopicSchema
 	if want == nil && !readsTopicSchema {
 		return s.topic(ctx, name, retention, nil)
 	}
@@ -150,7 +109,7 @@ func (s *setup) sourceTopic(ctx context.Context, name string, retention time.Dur
 	switch {
 	case got.GetSchemaSettings().GetSchema() == "":
 		if want != nil {
-			s.say("  note: it has no schema; payload.schema names %s, and setup changes no existing topic: to give it one, %s", want.file, want.attachCommand(name))
+			s.say("  note: it has no schema; payload.schema names %s, and setup changes no existing topic: to give it one, %s", want.File, attachCommand(want, name))
 		} else {
 			s.noSchemaNote(name)
 		}
@@ -169,7 +128,7 @@ func (s *setup) noSchemaNote(topic string) {
 
 // compareTopicSchema reports how the schema settings of an existing topic
 // differ from want; it changes nothing.
-func (s *setup) compareTopicSchema(ctx context.Context, topic string, have *pubsubpb.SchemaSettings, want *topicSchema) error {
+func (s *setup) compareTopicSchema(ctx context.Context, topic string, have *pubsubpb.SchemaSettings, want *setupplan.Schema) error {
 	sc, err := s.schemas(ctx)
 	if err != nil {
 		return err
@@ -177,17 +136,17 @@ func (s *setup) compareTopicSchema(ctx context.Context, topic string, have *pubs
 	got, err := sc.GetSchema(ctx, &pubsubpb.GetSchemaRequest{Name: have.Schema, View: pubsubpb.SchemaView_FULL})
 	switch {
 	case status.Code(err) == codes.NotFound || status.Code(err) == codes.InvalidArgument && have.Schema == source.DeletedSchema:
-		s.say("  note: its schema %s was deleted, so every publish to it fails; setup changes no existing topic: %s", have.Schema, want.attachCommand(topic))
+		s.say("  note: its schema %s was deleted, so every publish to it fails; setup changes no existing topic: %s", have.Schema, attachCommand(want, topic))
 		return nil
 	case err != nil:
 		return fmt.Errorf("topic %s: its schema %s: %w", topic, have.Schema, err)
-	case got.Type != want.kind || !want.sameDefinition(got.Definition):
+	case got.Type != schemaKind(want) || !sameDefinition(want, got.Definition):
 		s.say("  note: its schema %s (revision %s) is not the definition of %s (payload.schema); setup changes no schema: to make the file its newest revision, gcloud pubsub schemas commit %s --type=%s --definition-file=%s",
-			have.Schema, got.RevisionId, want.file, have.Schema, want.gcloudType(), want.file)
+			have.Schema, got.RevisionId, want.File, have.Schema, want.Type, want.File)
 	}
-	if have.Encoding != want.encoding {
+	if have.Encoding != schemaEncoding(want) {
 		s.say("  note: its messages are encoded %s, and payload.encoding is %s; setup changes no existing topic: set payload.encoding to %s, or gcloud pubsub topics update %s --schema=%s --message-encoding=%s",
-			have.Encoding, encodingFlag(want.encoding), encodingFlag(have.Encoding), topic, have.Schema, encodingFlag(want.encoding))
+			have.Encoding, encodingFlag(schemaEncoding(want)), encodingFlag(have.Encoding), topic, have.Schema, encodingFlag(schemaEncoding(want)))
 	}
 	return nil
 }
@@ -198,45 +157,52 @@ func (s *setup) compareTopicSchema(ctx context.Context, topic string, have *pubs
 // setup changes no schema, and a topic created with it would refuse the
 // file's messages or take others. A service without Protocol Buffers
 // schemas (the emulator) gets the topic without a schema, and a note.
-func (s *setup) schema(ctx context.Context, topic string, want *topicSchema) (settings *pubsubpb.SchemaSettings, note string, err error) {
+func (s *setup) schema(ctx context.Context, topic string, want *setupplan.Schema) (settings *pubsubpb.SchemaSettings, note string, err error) {
 	sc, err := s.schemas(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	name := schemaNameFor(topic)
+	name := want.Name
 	project, id, _ := strings.Cut(name, "/schemas/")
-	settings = &pubsubpb.SchemaSettings{Schema: name, Encoding: want.encoding}
-	_, err = sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
-		Parent:   project,
-		SchemaId: id,
-		Schema:   &pubsubpb.Schema{Type: want.kind, Definition: want.definition},
-	})
+	settings = &pubsubpb.SchemaSettings{Schema: name, Encoding: schemaEncoding(want)}
+	if s.dry {
+		err = s.exists(sc.GetSchema(ctx, &pubsubpb.GetSchemaRequest{Name: name}))
+	} else {
+		_, err = sc.CreateSchema(ctx, &pubsubpb.CreateSchemaRequest{
+			Parent:   project,
+			SchemaId: id,
+			Schema:   &pubsubpb.Schema{Type: schemaKind(want), Definition: want.Definition},
+		})
+	}
 	switch status.Code(err) {
 	case codes.OK:
-		s.say("created schema %s (%s, from %s)", name, want.gcloudType(), want.file)
+		s.created("schema "+name, setupplan.DescribeSchema(want))
 		return settings, "", nil
 	case codes.AlreadyExists:
 		got, err := sc.GetSchema(ctx, &pubsubpb.GetSchemaRequest{Name: name, View: pubsubpb.SchemaView_FULL})
 		if err != nil {
 			return nil, "", fmt.Errorf("schema %s: %w", name, err)
 		}
-		if got.Type != want.kind || !want.sameDefinition(got.Definition) {
-			return nil, "", fmt.Errorf("schema %s exists, and its newest revision (%s) is not the definition of %s (payload.schema); setup changes no schema, so it did not create topic %s: make the file its newest revision, gcloud pubsub schemas commit %s --type=%s --definition-file=%s, then run setup again",
-				name, got.RevisionId, want.file, topic, name, want.gcloudType(), want.file)
+		if got.Type != schemaKind(want) || !sameDefinition(want, got.Definition) {
+			return nil, "", s.refuse("schema "+name, fmt.Errorf("schema %s exists, and its newest revision (%s) is not the definition of %s (payload.schema); setup changes no schema, so it did not create topic %s: make the file its newest revision, gcloud pubsub schemas commit %s --type=%s --definition-file=%s, then run setup again",
+				name, got.RevisionId, want.File, topic, name, want.Type, want.File))
 		}
-		s.say("schema %s exists (the definition of %s)", name, want.file)
+		s.say("schema %s exists (the definition of %s)", name, want.File)
 		return settings, "", nil
 	case codes.Unimplemented:
-		if want.kind == pubsubpb.Schema_PROTOCOL_BUFFER {
+		if want.Type == setupplan.SchemaProtocolBuffer {
 			return nil, fmt.Sprintf("note: it has no schema: this Pub/Sub does not implement Protocol Buffers schemas (%q), as the emulator does not; pubsink reads its messages with %s all the same (on Google Cloud, setup creates schema %s with the topic)",
-				status.Convert(err).Message(), want.file, name), nil
+				status.Convert(err).Message(), want.File, name), nil
 		}
 	case codes.InvalidArgument:
-		if want.kind == pubsubpb.Schema_PROTOCOL_BUFFER {
-			return nil, "", fmt.Errorf("create schema %s from %s: %w (a Pub/Sub Protocol Buffers schema is one .proto file that defines a single top-level message and imports nothing)", name, want.file, err)
+		if want.Type == setupplan.SchemaProtocolBuffer {
+			return nil, "", fmt.Errorf("create schema %s from %s: %w (a Pub/Sub Protocol Buffers schema is one .proto file that defines a single top-level message and imports nothing)", name, want.File, err)
 		}
 	}
-	return nil, "", fmt.Errorf("create schema %s from %s: %w", name, want.file, err)
+	if s.dry {
+		return nil, "", fmt.Errorf("schema %s: %w", name, err)
+	}
+	return nil, "", fmt.Errorf("create schema %s from %s: %w", name, want.File, err)
 }
 
 // schemas returns the Schema API client, opened on first use. It shares
