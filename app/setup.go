@@ -250,6 +250,13 @@ func (s *setup) subscription(ctx context.Context, sp setupplan.Subscription) err
 			s.say("  note: its ack deadline is %d s; after a failed pull, a restart or a new leader the watermark holds that long, where %d s would do (gcloud pubsub subscriptions update %s --ack-deadline=%d)",
 				got.AckDeadlineSeconds, deadline, sub, deadline)
 		}
+		if ttl := got.GetExpirationPolicy().GetTtl(); ttl != nil || got.ExpirationPolicy == nil {
+			after := "31 days" // no policy at all: Pub/Sub's default
+			if ttl != nil {
+				after = ttl.AsDuration().String()
+			}
+			s.say("  note: it expires after %s without activity, so a pipeline whose topic is quiet that long loses it; setup changes nothing (gcloud pubsub subscriptions update %s --expiration-period=never)", after, sub)
+		}
 		return unordered
 	case status.Code(err) != codes.NotFound:
 		return fmt.Errorf("get subscription %s: %w", sub, err)
@@ -265,6 +272,11 @@ func (s *setup) subscription(ctx context.Context, sp setupplan.Subscription) err
 		AckDeadlineSeconds:    deadline,
 		RetryPolicy:           retry,
 		EnableMessageOrdering: ordering,
+		// A policy without a TTL: the subscription never expires. Without
+		// one Pub/Sub deletes a subscription after 31 days without
+		// activity, and a pipeline of a quiet topic would find its
+		// subscription gone.
+		ExpirationPolicy: &pubsubpb.ExpirationPolicy{},
 	})
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("create subscription %s: %w", sub, err)

@@ -82,6 +82,11 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 		if !sub.retry && rp != nil {
 			t.Errorf("subscription %s: retry policy %v, want none", sub.name, rp)
 		}
+		// An expiration policy without a TTL: it never expires (without
+		// one, Pub/Sub deletes it after 31 days without activity).
+		if ep := got.GetExpirationPolicy(); ep == nil || ep.GetTtl() != nil {
+			t.Errorf("subscription %s: expiration policy %v, want one without a TTL (never)", sub.name, ep)
+		}
 	}
 	for table, fams := range map[string][]string{
 		"orders":        {"d"},
@@ -119,8 +124,8 @@ func TestSetupCreatesEverythingOnceAndIsIdempotent(t *testing.T) {
 	if err := Setup(ctx, cfg, f.ps, f.admin, &second); err != nil {
 		t.Fatalf("second setup: %v", err)
 	}
-	if strings.Contains(second.String(), "created") {
-		t.Errorf("the second run created something:\n%s", second.String())
+	if strings.Contains(second.String(), "created") || strings.Contains(second.String(), "expires after") {
+		t.Errorf("the second run created something, or found what it created expiring:\n%s", second.String())
 	}
 	if !strings.Contains(first.String(), "created subscription projects/p/subscriptions/orders-tracking") {
 		t.Errorf("the first run's report lacks the tracking subscription:\n%s", first.String())
@@ -165,6 +170,11 @@ func TestSetupSaysWhenAnExistingSubscriptionHasNoRetryPolicy(t *testing.T) {
 	got, _ = f.ps.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: tracking})
 	if got.GetAckDeadlineSeconds() != 60 {
 		t.Errorf("setup changed the user's tracking subscription: ack deadline %d s", got.GetAckDeadlineSeconds())
+	}
+	for _, sub := range []string{"orders-sub", "orders-tracking"} {
+		if !strings.Contains(out.String(), "  note: it expires after 31 days without activity, so a pipeline whose topic is quiet that long loses it; setup changes nothing (gcloud pubsub subscriptions update projects/p/subscriptions/"+sub+" --expiration-period=never)") {
+			t.Errorf("setup did not say that %s, made without an expiration policy, expires:\n%s", sub, out.String())
+		}
 	}
 	if strings.Contains(out.String(), "orders-sub exists\n  note: its ack deadline") {
 		t.Errorf("setup notes the main subscription's ack deadline, which the client's leases make irrelevant:\n%s", out.String())

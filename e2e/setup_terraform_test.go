@@ -124,6 +124,10 @@ func checkTerraform(t *testing.T, e *env, path, project string, admin *bigtable.
 			if p := got.GetRetryPolicy(); p != nil {
 				min, max = durationOrEmpty(p.GetMinimumBackoff().AsDuration()), durationOrEmpty(p.GetMaximumBackoff().AsDuration())
 			}
+			expiry := "none: 31 days" // no policy: Pub/Sub's default
+			if p := got.GetExpirationPolicy(); p != nil {
+				expiry = durationOrEmpty(p.GetTtl().AsDuration()) // "": never
+			}
 			ordering := "false"
 			if attr(r, "enable_message_ordering") == "true" {
 				ordering = "true"
@@ -134,6 +138,7 @@ func checkTerraform(t *testing.T, e *env, path, project string, admin *bigtable.
 				{"enable_message_ordering", ordering, strconv.FormatBool(got.EnableMessageOrdering)},
 				{"retry_policy.minimum_backoff", attr(r, "retry_policy.minimum_backoff"), min},
 				{"retry_policy.maximum_backoff", attr(r, "retry_policy.maximum_backoff"), max},
+				{"expiration_policy.ttl", attr(r, "expiration_policy.ttl"), expiry},
 			} {
 				if c[1] != c[2] {
 					t.Errorf("%s: the .tf's %s is %q, setup created %q", name, c[0], c[1], c[2])

@@ -45,7 +45,7 @@ set -e
 			return
 		}
 		args := []string{"gcloud", "pubsub", "subscriptions", "create", s.Name, "--topic=" + s.Topic,
-			fmt.Sprintf("--ack-deadline=%d", int64(s.AckDeadline/time.Second))}
+			fmt.Sprintf("--ack-deadline=%d", int64(s.AckDeadline/time.Second)), "--expiration-period=never"}
 		if s.Ordering {
 			args = append(args, "--enable-message-ordering")
 		}

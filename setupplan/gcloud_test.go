@@ -21,9 +21,9 @@ func TestGcloudOfTheExamplesCreatesEachObjectOnce(t *testing.T) {
 		return -1
 	}
 	topic := index("gcloud pubsub topics create projects/p/topics/orders")
-	sub := index("gcloud pubsub subscriptions create projects/p/subscriptions/orders-pubsink --topic=projects/p/topics/orders --ack-deadline=60 --min-retry-delay=1s --max-retry-delay=5s")
-	index("gcloud pubsub subscriptions create projects/p/subscriptions/orders-pubsink-tracking --topic=projects/p/topics/orders --ack-deadline=10")
-	index("gcloud pubsub subscriptions create projects/p/subscriptions/dbserver1.inventory.customers-pubsink --topic=projects/p/topics/dbserver1.inventory.customers --ack-deadline=60 --enable-message-ordering --min-retry-delay=1s --max-retry-delay=5s")
+	sub := index("gcloud pubsub subscriptions create projects/p/subscriptions/orders-pubsink --topic=projects/p/topics/orders --ack-deadline=60 --expiration-period=never --min-retry-delay=1s --max-retry-delay=5s")
+	index("gcloud pubsub subscriptions create projects/p/subscriptions/orders-pubsink-tracking --topic=projects/p/topics/orders --ack-deadline=10 --expiration-period=never")
+	index("gcloud pubsub subscriptions create projects/p/subscriptions/dbserver1.inventory.customers-pubsink --topic=projects/p/topics/dbserver1.inventory.customers --ack-deadline=60 --expiration-period=never --enable-message-ordering --min-retry-delay=1s --max-retry-delay=5s")
 	table := index("cbt -project p -instance i createtable customers")
 	index("cbt -project p -instance i setgcpolicy customers tombstone maxage=168h")
 	index("cbt -project p -instance i setgcpolicy pubsink_state m maxversions=1")

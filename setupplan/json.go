@@ -84,6 +84,9 @@ type jsonSubscription struct {
 	AckDeadlineSeconds int64        `json:"ack_deadline_seconds"`
 	RetryPolicy        *jsonBackoff `json:"retry_policy,omitempty"`
 	MessageOrdering    bool         `json:"message_ordering"`
+	// Expiration is "never": setup creates every subscription with an
+	// expiration policy without a TTL.
+	Expiration string `json:"expiration"`
 }
 
 type jsonBackoff struct {
@@ -124,7 +127,7 @@ func jsonSubscriptionOf(s *Subscription, status Status) *jsonSubscription {
 	if s == nil {
 		return nil
 	}
-	js := &jsonSubscription{Name: s.Name, Status: status("subscription " + s.Name), Topic: s.Topic, AckDeadlineSeconds: seconds(s.AckDeadline), MessageOrdering: s.Ordering}
+	js := &jsonSubscription{Name: s.Name, Status: status("subscription " + s.Name), Topic: s.Topic, AckDeadlineSeconds: seconds(s.AckDeadline), MessageOrdering: s.Ordering, Expiration: "never"}
 	if s.Retry != nil {
 		js.RetryPolicy = &jsonBackoff{seconds(s.Retry.Min), seconds(s.Retry.Max)}
 	}

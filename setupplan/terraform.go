@@ -167,6 +167,7 @@ func (r *tfRenderer) subscription(s Subscription) {
 	if s.Retry != nil {
 		fmt.Fprintf(&r.b, "\n  retry_policy {\n    minimum_backoff = %q\n    maximum_backoff = %q\n  }\n", pubsubDuration(s.Retry.Min), pubsubDuration(s.Retry.Max))
 	}
+	r.b.WriteString("\n  expiration_policy {\n    ttl = \"\"\n  }\n") // never expires, as setup creates it
 	r.b.WriteString("}\n\n")
 }
 
