@@ -416,15 +416,16 @@ sample is empty (with why) or on bad usage, 3 when stopped (the summary covers w
 func setupCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 	var plan bool
 	var opts app.PlanOptions
+	var accounts []string
 	var cmd *cobra.Command
 	cmd = configCommand("setup", "Create the topics, subscriptions and tables the file names, if missing",
 		"Creates what the file names and is missing, one line per action; idempotent.\n"+
 			"With --plan, prints what it would create or change and changes nothing: compared with the live\n"+
 			"project (exists, would create, would widen, drift with its fix), or with --offline everything as new,\n"+
-			"as text (default) or JSON (--format json); --format terraform and gcloud print what setup creates as\na .tf file or as gcloud and cbt commands, without the network.",
+			"as text (default) or JSON (--format json); --format terraform and gcloud print what setup creates as\na .tf file or as gcloud and cbt commands, without the network. With --format terraform,\n--service-account COMMAND[=EMAIL] adds the command's service account (created unless EMAIL is given)\nand the IAM roles it needs on each object (see the reference, \"IAM roles\").",
 		func(path string) error {
 			if !plan {
-				for _, f := range []string{"format", "offline"} {
+				for _, f := range []string{"format", "offline", "service-account"} {
 					if cmd.Flags().Changed(f) {
 						return usageError{fmt.Sprintf("setup: --%s is a flag of --plan", f), cmd.CommandPath()}
 					}
@@ -434,12 +435,30 @@ func setupCommand(ctx context.Context, stdout io.Writer) *cobra.Command {
 			if !slices.Contains(app.PlanFormats, opts.Format) {
 				return usageError{fmt.Sprintf("setup: unknown --format %q; the formats are: %s", opts.Format, strings.Join(app.PlanFormats, ", ")), cmd.CommandPath()}
 			}
+			if len(accounts) > 0 && opts.Format != app.PlanTerraform {
+				return usageError{"setup: --service-account is a flag of --format terraform", cmd.CommandPath()}
+			}
+			opts.Accounts = nil
+			seen := map[string]bool{}
+			for _, s := range accounts {
+				a, err := app.ParseServiceAccount(s)
+				if err != nil {
+					return usageError{"setup: " + err.Error(), cmd.CommandPath()}
+				}
+				if seen[a.Command] {
+					return usageError{fmt.Sprintf("setup: --service-account names %s twice", a.Command), cmd.CommandPath()}
+				}
+				seen[a.Command] = true
+				opts.Accounts = append(opts.Accounts, a)
+			}
 			return app.PlanFile(ctx, path, opts, stdout)
 		})
 	fs := cmd.Flags()
 	fs.BoolVar(&plan, "plan", false, "print what setup would create or change, and change nothing")
 	fs.StringVar(&opts.Format, "format", app.PlanText, "`format` of the plan: "+strings.Join(app.PlanFormats, ", "))
 	fs.BoolVar(&opts.Offline, "offline", false, "plan every object as new, without reading the project")
+	fs.StringArrayVar(&accounts, "service-account", nil, "with --format terraform: `COMMAND[=EMAIL]`, the service account of a command ("+strings.Join(app.ServiceAccountCommands, ", ")+
+		") granted its roles; without =EMAIL the file creates it (repeatable)")
 	return cmd
 }
 

@@ -26,9 +26,21 @@ var PlanFormats = []string{PlanText, PlanJSON, PlanTerraform, PlanGcloud}
 
 // PlanOptions is what `pubsink setup --plan` was asked for.
 type PlanOptions struct {
-	Format  string // PlanText or PlanJSON
+	Format  string // one of PlanFormats
 	Offline bool   // every object as new; no network
+	// Accounts are the commands' service accounts (--service-account,
+	// setupplan.ParseAccount) whose roles the Terraform file grants;
+	// PlanTerraform only.
+	Accounts []setupplan.Account
 }
+
+// ServiceAccountCommands are the commands that --service-account names
+// (setupplan.Commands).
+var ServiceAccountCommands = setupplan.Commands
+
+// ParseServiceAccount reads a --service-account value, COMMAND or
+// COMMAND=EMAIL (setupplan.ParseAccount).
+func ParseServiceAccount(s string) (setupplan.Account, error) { return setupplan.ParseAccount(s) }
 
 // PlanFile prints what setup would create or change for the file at path,
 // changing nothing: compared with the live project (the emulators the
@@ -37,6 +49,12 @@ func PlanFile(ctx context.Context, path string, opts PlanOptions, out io.Writer)
 	cfg, err := LoadConfig(path)
 	if err != nil {
 		return err
+	}
+	if len(opts.Accounts) > 0 {
+		if format(opts.Format) != PlanTerraform {
+			return &ConfigError{errors.New("setup: --service-account is a flag of --format terraform")}
+		}
+		return planTerraform(cfg, opts.Accounts, out)
 	}
 	if f := format(opts.Format); opts.Offline || f == PlanTerraform || f == PlanGcloud {
 		return Plan(ctx, cfg, nil, nil, format(opts.Format), out)
@@ -161,6 +179,26 @@ func (s *setup) offline(plan *setupplan.Plan) error {
 		table(*plan.State)
 	}
 	return planErr(plan)
+}
+
+// planTerraform prints the Terraform file of cfg's plan with accounts,
+// each granted the roles setupplan.Roles gives its command.
+func planTerraform(cfg *config.Config, accounts []setupplan.Account, out io.Writer) error {
+	plan := setupplan.New(cfg)
+	if err := planErr(plan); err != nil {
+		return err
+	}
+	vars := setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: defaultRegion}
+	for _, a := range accounts {
+		grants, err := setupplan.Roles(cfg, a.Command)
+		if err != nil {
+			return err
+		}
+		a.Grants = grants
+		vars.Accounts = append(vars.Accounts, a)
+	}
+	_, err := out.Write(setupplan.Terraform(plan, vars))
+	return err
 }
 
 // defaultRegion is the default of the Terraform variable region.

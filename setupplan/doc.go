@@ -16,6 +16,11 @@
 // connection; the Bigtable GC rules are the client library's policy
 // values (state.Families), nothing more of it.
 //
+// Roles gives the IAM roles each command needs for a configuration, on
+// the narrowest resource its calls allow (the reference's "IAM roles"),
+// and Terraform renders them for the service accounts Vars.Accounts
+// names.
+//
 // The entry point is New, then a renderer:
 //
 //	plan := setupplan.New(cfg)

@@ -19,6 +19,9 @@ type Vars struct {
 	Project  string
 	Instance string
 	Region   string
+	// Accounts are the commands' service accounts and their roles
+	// (Roles), rendered after the objects; none: no IAM resources.
+	Accounts []Account
 }
 
 // Terraform renders the plan as a self-contained Terraform file for the
@@ -39,6 +42,7 @@ func Terraform(p *Plan, v Vars) []byte {
 	for _, t := range p.mergedTables() {
 		r.table(t)
 	}
+	r.accounts()
 	return hclwrite.Format([]byte(r.b.String()))
 }
 
@@ -173,6 +177,7 @@ func (r *tfRenderer) subscription(s Subscription) {
 
 func (r *tfRenderer) table(t *Table) {
 	n := r.name("google_bigtable_table", t.Name)
+	r.ids["table "+t.Instance+"/"+t.Name] = "google_bigtable_table." + n
 	instance := quote(t.Instance)
 	if t.Instance == r.vars.Instance {
 		instance = "var.instance"

@@ -33,7 +33,10 @@ func Resources(src []byte) ([]Resource, error) {
 // Attr reads key from body: "a", or "block.a" for the a of each nested
 // block of that type, joined with commas; "" when absent. A literal gives
 // its value (a number in its shortest form, a bool as true or false), a
-// reference its path ("var.project", "google_pubsub_topic.t.id").
+// reference its path ("var.project", "google_pubsub_topic.t.id"), a
+// template its text with each reference as ${path}
+// ("serviceAccount:${google_service_account.run.email}"), a list its
+// elements joined with commas.
 func Attr(body *hclsyntax.Body, key string) (string, error) {
 	if blockType, name, nested := strings.Cut(key, "."); nested {
 		var vals []string
@@ -52,7 +55,39 @@ func Attr(body *hclsyntax.Body, key string) (string, error) {
 	if !ok {
 		return "", nil
 	}
-	if tr, ok := a.Expr.(*hclsyntax.ScopeTraversalExpr); ok {
+	return expr(key, a.Expr)
+}
+
+// expr is the text of e: a literal's value, a reference's path, a
+// template's parts with each reference as ${path}, a list's elements
+// joined with commas.
+func expr(key string, e hclsyntax.Expression) (string, error) {
+	switch e := e.(type) {
+	case *hclsyntax.TemplateExpr:
+		var b strings.Builder
+		for _, p := range e.Parts {
+			v, err := expr(key, p)
+			if err != nil {
+				return "", err
+			}
+			if _, ref := p.(*hclsyntax.ScopeTraversalExpr); ref {
+				v = "${" + v + "}"
+			}
+			b.WriteString(v)
+		}
+		return b.String(), nil
+	case *hclsyntax.TupleConsExpr:
+		vals := make([]string, len(e.Exprs))
+		for i, x := range e.Exprs {
+			v, err := expr(key, x)
+			if err != nil {
+				return "", err
+			}
+			vals[i] = v
+		}
+		return strings.Join(vals, ","), nil
+	}
+	if tr, ok := e.(*hclsyntax.ScopeTraversalExpr); ok {
 		var parts []string
 		for _, s := range tr.Traversal {
 			switch s := s.(type) {
@@ -66,7 +101,7 @@ func Attr(body *hclsyntax.Body, key string) (string, error) {
 		}
 		return strings.Join(parts, "."), nil
 	}
-	v, diags := a.Expr.Value(nil)
+	v, diags := e.Value(nil)
 	if diags.HasErrors() {
 		return "", fmt.Errorf("%s: %w", key, diags)
 	}
