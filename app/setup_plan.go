@@ -91,7 +91,7 @@ func Plan(ctx context.Context, cfg *config.Config, ps *pubsub.Client, admin Admi
 		}
 		src := setupplan.Gcloud(plan, cfg.Project)
 		if format == PlanTerraform {
-			src = setupplan.Terraform(plan, setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: defaultRegion})
+			src = setupplan.Terraform(plan, setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: setupplan.DefaultRegion})
 		}
 		_, err := out.Write(src)
 		return err
@@ -188,21 +188,13 @@ func planTerraform(cfg *config.Config, accounts []setupplan.Account, out io.Writ
 	if err := planErr(plan); err != nil {
 		return err
 	}
-	vars := setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: defaultRegion}
-	for _, a := range accounts {
-		grants, err := setupplan.Roles(cfg, a.Command)
-		if err != nil {
-			return err
-		}
-		a.Grants = grants
-		vars.Accounts = append(vars.Accounts, a)
+	accounts, err := setupplan.WithRoles(cfg, accounts)
+	if err != nil {
+		return err
 	}
-	_, err := out.Write(setupplan.Terraform(plan, vars))
+	_, err = out.Write(setupplan.Terraform(plan, setupplan.Vars{Project: cfg.Project, Instance: cfg.State.Instance, Region: setupplan.DefaultRegion, Accounts: accounts}))
 	return err
 }
-
-// defaultRegion is the default of the Terraform variable region.
-const defaultRegion = "us-central1"
 
 // planErr is the error of the pipelines whose plan could not be computed.
 func planErr(plan *setupplan.Plan) error {

@@ -16,11 +16,23 @@
 //     with pubsub-emulator/build-agent.sh, loaded through JAVA_OPTS;
 //   - prometheus/: the alert rules and their promtool unit tests;
 //   - grafana/: a dashboard of the same metrics.
+//   - terraform/: the Terraform example: pubsink.tf, what `pubsink setup
+//     --plan --format terraform --service-account …` prints for
+//     gke/base/config.yaml (the objects and a service account per command
+//     with its roles), and main.tf, the Workload Identity bindings of the
+//     GKE manifests' Kubernetes service accounts and the Cloud Run
+//     manifests' secret access.
 //
 // # Guarantees
 //
 // The tests fail when:
 //
+//   - terraform/pubsink.tf is not what setupplan renders for
+//     gke/base/config.yaml today (`go test ./deploy -run
+//     TestTerraformExample -update` rewrites it), or a manifest runs as
+//     another service account than the plan's for its command
+//     (pubsink-run, pubsink-reprocess, pubsink-audit), or main.tf binds
+//     another Kubernetes service account than the manifest's;
 //   - an alert rule, the Rules resource, an alert unit test or a dashboard
 //     query names a metric that pubsink does not export, filters a metric by
 //     a label it does not have, or takes a rate of a gauge; or an alert has

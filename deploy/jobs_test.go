@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/pubsink/pubsink/config"
+	"github.com/pubsink/pubsink/setupplan"
 )
 
 // The jobs: `pubsink reprocess` and `pubsink audit`, each as a Kubernetes
@@ -443,29 +444,34 @@ func liveCloudRunServiceAccounts(t *testing.T) map[string]string {
 }
 
 // TestReprocessJob: the Kubernetes Job (checkGKEJob) runs as the
-// Deployment's service account and restarts a failed process in its pod,
-// which resumes.
+// reprocess's own service account (the plan's, which deploy/terraform binds
+// by Workload Identity), not the Deployment's, and restarts a failed
+// process in its pod, which resumes.
 func TestReprocessJob(t *testing.T) {
 	j := checkGKEJob(t, gkeReprocessJob, reprocessCommand)
 	if got := str(j.pod, "restartPolicy"); got != "OnFailure" {
 		t.Errorf("%s: restartPolicy is %q, want OnFailure: a crashed process is restarted and resumes", gkeReprocessJob, got)
 	}
-	if got, dep := str(j.pod, "serviceAccountName"), str(j.depPod, "serviceAccountName"); got == "" || got != dep {
-		t.Errorf("%s: serviceAccountName is %q, the Deployment's %q", gkeReprocessJob, got, dep)
+	if got, dep := str(j.pod, "serviceAccountName"), str(j.depPod, "serviceAccountName"); got != setupplan.AccountID(setupplan.CommandReprocess) || got == dep {
+		t.Errorf("%s: serviceAccountName is %q, want the reprocess's own, %q (the Deployment's is %q)", gkeReprocessJob, got, setupplan.AccountID(setupplan.CommandReprocess), dep)
 	}
 }
 
 // TestReprocessCloudRunJob: the Cloud Run job (checkCloudRunJob) runs as
-// the Cloud Run manifests' service account and is retried on failure (a
-// retry resumes).
+// the reprocess's own service account (the plan's), not the live
+// manifests', and is retried on failure (a retry resumes).
 func TestReprocessCloudRunJob(t *testing.T) {
 	j := checkCloudRunJob(t, cloudRunReprocessJob, reprocessCommand)
 	if r := num(get(j.task, "maxRetries")); r < 1 {
 		t.Errorf("%s: maxRetries is %d, want at least 1: a failed task is retried, and resumes", cloudRunReprocessJob, r)
 	}
+	got := str(j.task, "serviceAccountName")
+	if want := planAccount(setupplan.CommandReprocess); got != want {
+		t.Errorf("%s: serviceAccountName is %q, want the reprocess's own, %q", cloudRunReprocessJob, got, want)
+	}
 	for file, sa := range liveCloudRunServiceAccounts(t) {
-		if got := str(j.task, "serviceAccountName"); sa == "" || got != sa {
-			t.Errorf("%s: serviceAccountName is %q, %s's %q", cloudRunReprocessJob, got, file, sa)
+		if got == sa {
+			t.Errorf("%s: serviceAccountName is %s's, the live pipeline's", cloudRunReprocessJob, file)
 		}
 	}
 }
@@ -492,6 +498,8 @@ func checkAuditRange(t *testing.T, file string, flags map[string][]string) {
 const (
 	auditServiceAccount       = "pubsink-audit"
 	auditGoogleServiceAccount = auditServiceAccount + "@PROJECT_ID.iam.gserviceaccount.com"
+	// the base's Kubernetes service account, which the Deployment runs as
+	runServiceAccount = "pubsink"
 )
 
 // podFailureAction is what a Job's podFailurePolicy does when container

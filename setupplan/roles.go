@@ -47,6 +47,7 @@ const (
 	RoleBigtableUser     = "roles/bigtable.user"
 	RoleBigtableReader   = "roles/bigtable.reader"
 	RoleBigtableAdmin    = "roles/bigtable.admin"
+	RoleMetricWriter     = "roles/monitoring.metricWriter"
 )
 
 // RolePermissions are, for each predefined role of Roles, the permissions
@@ -61,6 +62,7 @@ var RolePermissions = map[string][]string{
 	RoleBigtableUser:   {"bigtable.tables.readRows", "bigtable.tables.mutateRows", "bigtable.tables.get"},
 	RoleBigtableReader: {"bigtable.tables.readRows", "bigtable.tables.get"},
 	RoleBigtableAdmin:  {"bigtable.tables.create", "bigtable.tables.get", "bigtable.tables.update"},
+	RoleMetricWriter:   {"monitoring.timeSeries.create"},
 }
 
 // Grant is one role a command needs on one resource.
@@ -111,6 +113,11 @@ func Roles(cfg *config.Config, command string) ([]Grant, error) {
 	}
 	if plan.State != nil {
 		r.state(*plan.State)
+	}
+	if slices.ContainsFunc(r.grants, func(g Grant) bool { return g.On == OnTable }) {
+		// The Bigtable data client exports its built-in client-side
+		// metrics to Cloud Monitoring, as the command's account.
+		r.add(RoleMetricWriter, OnProject, cfg.Project, "", "the Bigtable client's built-in client-side metrics (CreateTimeSeries)")
 	}
 	if len(r.perms) > 0 {
 		perms := slices.Sorted(func(yield func(string) bool) {

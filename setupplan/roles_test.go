@@ -43,6 +43,7 @@ func TestRolesOfEachCommand(t *testing.T) {
 			RolePubSubPublisher + topic + "events-dlq", RolePubSubViewer + topic + "events-dlq",
 			RoleBigtableUser + " on table i/events",
 			RoleBigtableUser + " on table i/pubsink_state",
+			RoleMetricWriter + " on project p",
 		},
 		CommandReprocess: {
 			"projects/p/roles/pubsink_reprocess on project p [pubsub.schemas.get pubsub.schemas.listRevisions pubsub.snapshots.create pubsub.snapshots.delete pubsub.snapshots.get pubsub.snapshots.seek pubsub.subscriptions.consume pubsub.subscriptions.create pubsub.subscriptions.delete pubsub.subscriptions.get]",
@@ -54,6 +55,7 @@ func TestRolesOfEachCommand(t *testing.T) {
 			RolePubSubPublisher + topic + "events-dlq", RolePubSubViewer + topic + "events-dlq",
 			RoleBigtableUser + " on table i/events",
 			RoleBigtableUser + " on table i/pubsink_state",
+			RoleMetricWriter + " on project p",
 		},
 		CommandAudit: {
 			"projects/p/roles/pubsink_audit on project p [pubsub.schemas.get pubsub.schemas.listRevisions pubsub.snapshots.get pubsub.snapshots.seek pubsub.subscriptions.consume pubsub.subscriptions.create pubsub.subscriptions.delete]",
@@ -64,6 +66,7 @@ func TestRolesOfEachCommand(t *testing.T) {
 			RolePubSubSubscriber + topic + "events", RolePubSubViewer + topic + "events",
 			RoleBigtableReader + " on table i/events",
 			RoleBigtableReader + " on table i/pubsink_state",
+			RoleMetricWriter + " on project p",
 		},
 		CommandTry: {
 			"projects/p/roles/pubsink_try on project p [pubsub.schemas.get pubsub.schemas.listRevisions pubsub.snapshots.get pubsub.snapshots.seek pubsub.subscriptions.consume pubsub.subscriptions.create pubsub.subscriptions.delete]",
@@ -72,6 +75,7 @@ func TestRolesOfEachCommand(t *testing.T) {
 			RolePubSubViewer + sub + "events-sub",
 			RolePubSubSubscriber + topic + "events", RolePubSubViewer + topic + "events",
 			RoleBigtableReader + " on table i/pubsink_state",
+			RoleMetricWriter + " on project p",
 		},
 		CommandTest: nil,
 		CommandValidate: {
@@ -81,12 +85,14 @@ func TestRolesOfEachCommand(t *testing.T) {
 		CommandDeadLetterInspect: {
 			RoleBigtableReader + " on table i/dead",
 			RolePubSubSubscriber + sub + "events-dlq-replay", RolePubSubViewer + sub + "events-dlq-replay",
+			RoleMetricWriter + " on project p",
 		},
 		CommandDeadLetterReplay: {
 			RolePubSubPublisher + topic + "readings",
 			RoleBigtableUser + " on table i/dead",
 			RolePubSubSubscriber + sub + "events-dlq-replay", RolePubSubViewer + sub + "events-dlq-replay",
 			RolePubSubPublisher + topic + "events",
+			RoleMetricWriter + " on project p",
 		},
 		CommandSetup: {RolePubSubEditor + " on project p", RoleBigtableAdmin + " on instance i"},
 	}

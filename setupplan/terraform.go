@@ -12,6 +12,10 @@ import (
 	"github.com/pubsink/pubsink/internal/state"
 )
 
+// DefaultRegion is the default of the Terraform variable region that
+// setup --plan writes.
+const DefaultRegion = "us-central1"
+
 // Vars are the defaults of the Terraform variables: the configuration's
 // project and state instance. A name in another project or instance is
 // written out as it is.

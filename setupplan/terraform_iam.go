@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pubsink/pubsink/config"
 )
 
 // Account is a command's service account in the Terraform file, with the
@@ -14,6 +16,21 @@ type Account struct {
 	// (google_service_account pubsink-COMMAND in var.project).
 	Email  string
 	Grants []Grant
+}
+
+// WithRoles returns accounts, each with the roles Roles gives its command
+// for cfg.
+func WithRoles(cfg *config.Config, accounts []Account) ([]Account, error) {
+	out := make([]Account, len(accounts))
+	for i, a := range accounts {
+		grants, err := Roles(cfg, a.Command)
+		if err != nil {
+			return nil, err
+		}
+		a.Grants = grants
+		out[i] = a
+	}
+	return out, nil
 }
 
 // AccountID is the account ID of the service account the Terraform file

@@ -5,10 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/hcl/v2/hclwrite"
-
-	"github.com/pubsink/pubsink/internal/testenv/hclread"
 )
 
 // TestTerraformGrantsEachCommandsRoles: with service accounts, the .tf
@@ -28,17 +24,7 @@ func TestTerraformGrantsEachCommandsRoles(t *testing.T) {
 		accounts[i].Grants = g
 	}
 	src := Terraform(New(cfg), Vars{Project: "p", Instance: "i", Region: "r", Accounts: accounts})
-	if formatted := hclwrite.Format(src); !bytes.Equal(formatted, src) {
-		t.Errorf("the .tf is not formatted as terraform fmt would:\n%s", src)
-	}
-	rs, err := hclread.Resources(src)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, src)
-	}
-	byAddr := map[string]hclread.Resource{}
-	for _, r := range rs {
-		byAddr[r.Type+"."+r.Name] = r
-	}
+	rs, byAddr := parseTF(t, src)
 	for _, c := range []string{"run", "setup", "test"} {
 		sa, ok := byAddr["google_service_account."+c]
 		if !ok {

@@ -18,17 +18,7 @@ import (
 func TestTerraformOfTheExamplesParsesAndHoldsThePlan(t *testing.T) {
 	pl := New(load(t, "../examples.yaml"))
 	src := Terraform(pl, Vars{Project: "p", Instance: "i", Region: "europe-west1"})
-	if formatted := hclwrite.Format(src); !bytes.Equal(formatted, src) {
-		t.Errorf("the .tf is not formatted as terraform fmt would:\n%s", src)
-	}
-	rs, err := hclread.Resources(src)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, src)
-	}
-	resources := map[string]hclread.Resource{}
-	for _, r := range rs {
-		resources[r.Type+"."+r.Name] = r
-	}
+	_, resources := parseTF(t, src)
 	want := map[string]map[string]string{
 		"google_pubsub_topic.orders": {"project": "var.project", "name": "orders"},
 		"google_pubsub_subscription.orders-pubsink": {"name": "orders-pubsink", "topic": "google_pubsub_topic.orders.id", "ack_deadline_seconds": "60",
@@ -61,6 +51,25 @@ func TestTerraformOfTheExamplesParsesAndHoldsThePlan(t *testing.T) {
 	if n := strings.Count(string(src), "resource \"google_pubsub_subscription\""); n != 6 {
 		t.Errorf("%d subscriptions, want 6", n)
 	}
+}
+
+// parseTF parses src (hclread), failing t when it does not parse, and
+// reports it when it is not formatted as terraform fmt formats it. It
+// returns the resources in order and by address (TYPE.NAME).
+func parseTF(t *testing.T, src []byte) ([]hclread.Resource, map[string]hclread.Resource) {
+	t.Helper()
+	if formatted := hclwrite.Format(src); !bytes.Equal(formatted, src) {
+		t.Errorf("the .tf is not formatted as terraform fmt would:\n%s", src)
+	}
+	rs, err := hclread.Resources(src)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, src)
+	}
+	byAddr := map[string]hclread.Resource{}
+	for _, r := range rs {
+		byAddr[r.Type+"."+r.Name] = r
+	}
+	return rs, byAddr
 }
 
 // attribute reads key of body (hclread.Attr), failing t on an error.
