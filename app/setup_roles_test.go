@@ -160,7 +160,8 @@ var callsOf = map[string][]call{
 	setupplan.CommandAudit: slices.Concat(
 		calls(onMain, "GetSubscription"), calls(onTopic, "GetTopic", "CreateSubscription"),
 		calls(onOwn, "Receive", "Acknowledge", "ModifyAckDeadline", "Seek", "DeleteSubscription", "GetSnapshot", "GetSchema", "ListSchemaRevisions"),
-		calls(onSink, "ReadRows"), calls(onState, "ReadRows")),
+		calls(onSink, "ReadRows"), calls(onState, "ReadRows"),
+		calls(onDLSub, "GetSubscription", "Pull", "ModifyAckDeadline"), calls(onDLTable, "ReadRows", "ReadRow")),
 	setupplan.CommandTry: slices.Concat(
 		calls(onMain, "GetSubscription"), calls(onTopic, "GetTopic", "CreateSubscription"),
 		calls(onOwn, "Receive", "Acknowledge", "ModifyAckDeadline", "Seek", "DeleteSubscription", "GetSnapshot", "GetSchema", "ListSchemaRevisions"),

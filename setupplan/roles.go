@@ -111,8 +111,14 @@ func Roles(cfg *config.Config, command string) ([]Grant, error) {
 		}
 		r.pipeline(cfg.Pipelines[i], pp)
 	}
-	if plan.State != nil {
+	switch {
+	case plan.State != nil:
 		r.state(*plan.State)
+	case command == CommandReprocess || command == CommandAudit || command == CommandTry:
+		// They open the state table whatever the modes: reprocess's
+		// lock and record are there, and audit and try read the
+		// dedupe journal there for an empty range.
+		r.state(Table{Instance: cfg.State.Instance, Name: cfg.State.Table, Role: RoleState})
 	}
 	if slices.ContainsFunc(r.grants, func(g Grant) bool { return g.On == OnTable }) {
 		// The Bigtable data client exports its built-in client-side
@@ -218,6 +224,7 @@ func (r *roles) pipeline(p config.Pipeline, pp Pipeline) {
 		schemas()
 		if r.command == CommandAudit {
 			r.tables(pp, RoleSink, RoleBigtableReader, "read the rows the range should have written (ReadRows)")
+			r.readDeadLetters(pp) // a message dead-lettered is not missing
 		}
 	case CommandValidate:
 		if reads {
@@ -225,11 +232,7 @@ func (r *roles) pipeline(p config.Pipeline, pp Pipeline) {
 			schemas()
 		}
 	case CommandDeadLetterInspect:
-		if s := pp.DeadLetterSubscription; s != nil {
-			r.add(RolePubSubSubscriber, OnSubscription, s.Name, "", "look at the copies and give them back (Pull, ModifyAckDeadline)")
-			r.add(RolePubSubViewer, OnSubscription, s.Name, "", "check it exists (GetSubscription)")
-		}
-		r.tables(pp, RoleDeadLetter, RoleBigtableReader, "read the copies (ReadRows)")
+		r.readDeadLetters(pp)
 	case CommandDeadLetterReplay:
 		if s := pp.DeadLetterSubscription; s != nil {
 			r.add(RolePubSubSubscriber, OnSubscription, s.Name, "", "read the copies and remove those replayed (Pull, Acknowledge, ModifyAckDeadline)")
@@ -245,6 +248,16 @@ func (r *roles) pipeline(p config.Pipeline, pp Pipeline) {
 			r.add(RoleBigtableAdmin, OnInstance, t.Instance, "", "create tables and column families, set and widen GC rules (CreateTable, ModifyColumnFamilies, GetTable)")
 		}
 	}
+}
+
+// readDeadLetters adds what reading pp's dead-letter copies in place
+// needs (deadletter list and show; audit, which compares with them).
+func (r *roles) readDeadLetters(pp Pipeline) {
+	if s := pp.DeadLetterSubscription; s != nil {
+		r.add(RolePubSubSubscriber, OnSubscription, s.Name, "", "look at the dead-letter copies and give them back (Pull, ModifyAckDeadline)")
+		r.add(RolePubSubViewer, OnSubscription, s.Name, "", "check it exists (GetSubscription)")
+	}
+	r.tables(pp, RoleDeadLetter, RoleBigtableReader, "read the dead-letter copies (ReadRows)")
 }
 
 // deadLetterOutput adds what run and reprocess need of pp's dead-letter

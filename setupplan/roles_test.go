@@ -61,10 +61,11 @@ func TestRolesOfEachCommand(t *testing.T) {
 			"projects/p/roles/pubsink_audit on project p [pubsub.schemas.get pubsub.schemas.listRevisions pubsub.snapshots.get pubsub.snapshots.seek pubsub.subscriptions.consume pubsub.subscriptions.create pubsub.subscriptions.delete]",
 			RolePubSubViewer + sub + "readings-sub",
 			RolePubSubSubscriber + topic + "readings", RolePubSubViewer + topic + "readings",
-			RoleBigtableReader + " on table i/readings",
+			RoleBigtableReader + " on table i/readings", RoleBigtableReader + " on table i/dead",
 			RolePubSubViewer + sub + "events-sub",
 			RolePubSubSubscriber + topic + "events", RolePubSubViewer + topic + "events",
 			RoleBigtableReader + " on table i/events",
+			RolePubSubSubscriber + sub + "events-dlq-replay", RolePubSubViewer + sub + "events-dlq-replay",
 			RoleBigtableReader + " on table i/pubsink_state",
 			RoleMetricWriter + " on project p",
 		},
@@ -110,6 +111,25 @@ func TestRolesOfEachCommand(t *testing.T) {
 		}
 		if strings.Join(got, "\n") != strings.Join(want[c], "\n") {
 			t.Errorf("roles of %s:\n%s\nwant:\n%s", c, strings.Join(got, "\n"), strings.Join(want[c], "\n"))
+		}
+	}
+	// Without exactly_once or a tracking subscription setup creates no
+	// state table, and run needs none; reprocess keeps its lock and
+	// record there, and audit and try read it, all the same.
+	atLeastOnce := load(t, "../maptest/testdata/pipelines.yaml")
+	for c, want := range map[string]string{CommandRun: "", CommandReprocess: RoleBigtableUser, CommandAudit: RoleBigtableReader, CommandTry: RoleBigtableReader} {
+		grants, err := Roles(atLeastOnce, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, g := range grants {
+			if g.On == OnTable && g.Name == "pubsink_state" {
+				got = g.Role
+			}
+		}
+		if got != want {
+			t.Errorf("%s of an at_least_once file: %q on the state table, want %q", c, got, want)
 		}
 	}
 	if _, err := Roles(cfg, "deadletter"); err == nil || !strings.Contains(err.Error(), `unknown command "deadletter"`) {

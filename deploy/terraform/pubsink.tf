@@ -407,6 +407,22 @@ resource "google_bigtable_table_iam_member" "audit_reader_orders" {
   member   = "serviceAccount:${google_service_account.audit.email}"
 }
 
+# look at the dead-letter copies and give them back (Pull, ModifyAckDeadline)
+resource "google_pubsub_subscription_iam_member" "audit_subscriber_orders-dlq-replay" {
+  project      = var.project
+  subscription = google_pubsub_subscription.orders-dlq-replay.name
+  role         = "roles/pubsub.subscriber"
+  member       = "serviceAccount:${google_service_account.audit.email}"
+}
+
+# check it exists (GetSubscription)
+resource "google_pubsub_subscription_iam_member" "audit_viewer_orders-dlq-replay" {
+  project      = var.project
+  subscription = google_pubsub_subscription.orders-dlq-replay.name
+  role         = "roles/pubsub.viewer"
+  member       = "serviceAccount:${google_service_account.audit.email}"
+}
+
 # the live pipeline's dedupe journal, for an empty range (ReadRows)
 resource "google_bigtable_table_iam_member" "audit_reader_pubsink_state" {
   project  = var.project
@@ -430,7 +446,7 @@ resource "google_service_account" "deadletter_inspect" {
   display_name = "pubsink deadletter list|show"
 }
 
-# look at the copies and give them back (Pull, ModifyAckDeadline)
+# look at the dead-letter copies and give them back (Pull, ModifyAckDeadline)
 resource "google_pubsub_subscription_iam_member" "deadletter_inspect_subscriber_orders-dlq-replay" {
   project      = var.project
   subscription = google_pubsub_subscription.orders-dlq-replay.name
