@@ -59,6 +59,53 @@ func TestSetupTerraformHoldsWhatSetupCreates(t *testing.T) {
 		checkTerraform(t, e, "../examples.yaml", proj, admin, env,
 			map[string]int{"google_pubsub_topic": 5, "google_pubsub_subscription": 6, "google_bigtable_table": 4, "google_bigtable_gc_policy": 5})
 	})
+	t.Run("variants", func(t *testing.T) {
+		// The variants examples.yaml lacks: an Avro schema file in binary
+		// encoding (setup creates the topic's schema), ordering with
+		// retention, mappings into two tables of which one is a change
+		// table, a table two pipelines share with a family each, and a
+		// dead-letter table. (The emulator has no Protocol Buffers
+		// schemas: docs/emulator-*.md.)
+		e := newEnv(t)
+		suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+		proj, inst := "e2e-variants-"+suffix, "e2e-variants-"+suffix
+		_, admin, err := e.bt.Clients(context.Background(), proj, inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close()
+		avsc := filepath.Join(e.dir, "v.avsc")
+		if err := os.WriteFile(avsc, []byte(`{"type": "record", "name": "V", "fields": [{"name": "id", "type": "string"}, {"name": "n", "type": "long"}]}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(e.dir, "variants.yaml")
+		yaml := `project: ` + proj + `
+state: {instance: ` + inst + `}
+pipelines:
+  - name: va
+    mode: exactly_once
+    source: {topic: va-topic, subscription: va-sub, tracking_subscription: va-tracking, ordering: true, topic_message_retention: 24h}
+    payload: {format: avro, schema: "` + avsc + `", encoding: binary}
+    sink:
+      mappings:
+        - {table: shared, column_family: a, row_key: "{data.id}", columns: {n: "{data.n}"}}
+        - {table: changes, row_key: "{data.id}", op: "data.n == 0 ? 'delete' : 'set'", write_mode: replace_if_newer, columns: {n: "{data.n}"}}
+    dead_letter: {bigtable_table: va_dead}
+  - name: vb
+    source: {topic: vb-topic, subscription: vb-sub}
+    sink: {table: shared, column_family: b, row_key: "{message_id}", columns: {d: "{data}"}}
+    dead_letter: {topic: vb-topic-dlq}
+`
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Topics va-topic, vb-topic, vb-topic-dlq and va-topic's schema; va's main and tracking
+		// subscriptions, vb's and its replay one; the tables shared,
+		// changes, va_dead and the state table; the tombstone rule of
+		// changes and the state table's four.
+		checkTerraform(t, e, path, proj, admin, os.Environ(),
+			map[string]int{"google_pubsub_topic": 3, "google_pubsub_schema": 1, "google_pubsub_subscription": 4, "google_bigtable_table": 4, "google_bigtable_gc_policy": 5})
+	})
 }
 
 // checkTerraform runs setup for the file at path, then compares its
