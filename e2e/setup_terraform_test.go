@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,31 @@ func TestSetupTerraformHoldsWhatSetupCreates(t *testing.T) {
 		checkTerraform(t, e, "../examples.yaml", proj, admin, env,
 			map[string]int{"google_pubsub_topic": 5, "google_pubsub_subscription": 6, "google_bigtable_table": 4, "google_bigtable_gc_policy": 5})
 	})
+	// The other example configurations users copy: the demo's, and the
+	// GKE base's and overlay's (copied with a project and instance of the
+	// test's own).
+	for _, c := range []struct {
+		file string
+		want map[string]int
+	}{
+		{"../app/demo.yaml", map[string]int{"google_pubsub_topic": 1, "google_pubsub_subscription": 2, "google_bigtable_table": 2, "google_bigtable_gc_policy": 4}},
+		{"../deploy/gke/base/config.yaml", map[string]int{"google_pubsub_topic": 2, "google_pubsub_subscription": 3, "google_bigtable_table": 2, "google_bigtable_gc_policy": 4}},
+		{"../deploy/gke/overlays/example/config.yaml", map[string]int{"google_pubsub_topic": 2, "google_pubsub_subscription": 3, "google_bigtable_table": 2, "google_bigtable_gc_policy": 4}},
+	} {
+		t.Run(strings.TrimPrefix(c.file, "../"), func(t *testing.T) {
+			e := newEnv(t)
+			suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 10)
+			proj, inst := "e2e-ex-"+suffix, "e2e-ex-"+suffix
+			_, admin, err := e.bt.Clients(context.Background(), proj, inst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			path := filepath.Join(e.dir, "config.yaml")
+			writeWithProject(t, c.file, path, proj, inst)
+			checkTerraform(t, e, path, proj, admin, os.Environ(), c.want)
+		})
+	}
 	t.Run("variants", func(t *testing.T) {
 		// The variants examples.yaml lacks: an Avro schema file in binary
 		// encoding (setup creates the topic's schema), ordering with
@@ -260,4 +286,25 @@ func durationOrEmpty(d time.Duration) string {
 		return ""
 	}
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+// writeWithProject copies the configuration at from to to with its
+// project and state instance replaced by project and instance (the lines
+// "project: …" and the state's "instance: …", in either of the forms the
+// example files use), so that a test has names of its own.
+func writeWithProject(t *testing.T, from, to, project, instance string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`(?m)^project: .*$`).ReplaceAllString(string(b), "project: "+project)
+	text = regexp.MustCompile(`(?m)^(state: \{instance: )[^,}]+`).ReplaceAllString(text, "${1}"+instance)
+	text = regexp.MustCompile(`(?m)^(  instance: )\S+`).ReplaceAllString(text, "${1}"+instance)
+	if !strings.Contains(text, "project: "+project) || !strings.Contains(text, instance) {
+		t.Fatalf("%s: no project or state instance to replace", from)
+	}
+	if err := os.WriteFile(to, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
