@@ -142,7 +142,7 @@ func (m *Mapper) computedTime(in *template.Input) (time.Time, error) {
 
 // mapDecoded is Map for a pipeline that decodes its payloads or evaluates
 // expressions.
-func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result) error {
+func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result) (err error) {
 	in := &template.Input{
 		MessageID:   msg.ID,
 		PublishTime: msg.PublishTime,
@@ -180,6 +180,7 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result)
 	}
 	act := expr.AcquireActivation(msg.ID, msg.PublishTime, msg.Attributes, decode)
 	defer act.Release()
+	defer explainAbsent(&err, act) // before the release: it reads act
 	if in.Decoded != nil {
 		act.SetData(decoded)
 	}
@@ -204,6 +205,21 @@ func (m *Mapper) mapDecoded(ctx context.Context, msg *source.Message, r *Result)
 	}
 	act.SetEventTime(r.EventTime)
 	return m.rows(r, in, act)
+}
+
+// explainAbsent adds to a message's failure that an expression could not
+// read a value (expression_failed, or missing_field under on_missing:
+// dead_letter) which path failed and why: "no such key: id (data.before is
+// null)". It runs once per dead-lettered message, while act still holds
+// it; a value missing under another policy never gets here.
+func explainAbsent(err *error, act *expr.Activation) {
+	var bad *BadInput
+	if *err == nil || !errors.As(*err, &bad) {
+		return
+	}
+	if why := expr.Explain(bad.Err, act); why != "" {
+		bad.Err = fmt.Errorf("%w (%s)", bad.Err, why)
+	}
 }
 
 // rows renders every mapping's rows into r. act is the expressions'

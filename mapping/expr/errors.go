@@ -245,8 +245,8 @@ func selectPath(x celast.Expr) (string, []template.Segment) {
 
 // evalError wraps an evaluation error as template.ErrExpression, with
 // CEL's message scrubbed of what may be the message's values; a failure
-// to read a value says which path failed (explainAbsent).
-func (e *Expr) evalError(err error, act *Activation) error {
+// to read a value is an absentError, which Explain can say more of.
+func (e *Expr) evalError(err error) error {
 	var cancelled interpreter.EvalCancelledError
 	if errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded {
 		return fmt.Errorf("%w: cost limit of %d exceeded", template.ErrExpression, e.limit)
@@ -256,10 +256,7 @@ func (e *Expr) evalError(err error, act *Activation) error {
 	}
 	failed := fmt.Errorf("%w: %s", template.ErrExpression, scrub(err.Error(), e.src))
 	if isResolutionError(err) {
-		if why := e.explainAbsent(act); why != "" {
-			failed = fmt.Errorf("%w (%s)", failed, why)
-		}
-		return &absentError{failed}
+		return &absentError{err: failed, e: e}
 	}
 	return failed
 }
@@ -274,8 +271,25 @@ func (e *Expr) evalError(err error, act *Activation) error {
 var ErrNoSuchValue = errors.New("no such value")
 
 // absentError is an expression's failure (wrapping template.ErrExpression,
-// with the same text) that is also ErrNoSuchValue.
-type absentError struct{ err error }
+// with the same text) that is also ErrNoSuchValue. e is the expression
+// that failed, for Explain.
+type absentError struct {
+	err error
+	e   *Expr
+}
+
+// Explain says, when err is an expression's failure to read a value, which
+// path failed and why ("data.before is null": explainAbsent); "" otherwise. act must still hold the message that
+// err's evaluation read. It evaluates the expression again, so it is for
+// a failure that is shown (a dead-lettered message), not for one that a
+// missing-value policy swallows, which costs nothing more than before.
+func Explain(err error, act *Activation) string {
+	var ae *absentError
+	if act == nil || !errors.As(err, &ae) || ae.e == nil {
+		return ""
+	}
+	return ae.e.explainAbsent(act)
+}
 
 func (e *absentError) Error() string   { return e.err.Error() }
 func (e *absentError) Unwrap() []error { return []error{e.err, ErrNoSuchValue} }

@@ -58,7 +58,7 @@ func (e *Expr) eval(act *Activation) (ref.Val, error) {
 				return nil, fmt.Errorf("%w: %s", template.ErrExpression, why)
 			}
 		}
-		return nil, e.evalError(err, act)
+		return nil, e.evalError(err)
 	}
 	switch out.(type) {
 	case *types.Unknown:
